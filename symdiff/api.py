@@ -1,0 +1,163 @@
+"""The public entry points: ``grad`` and ``value_and_grad`` -> compiled, cached gradients."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from .errors import SymdiffError
+
+_MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class _Built:
+    fn: object  # the compiled gradient function
+    source: str
+    globals: dict
+    refresh: tuple  # (name, getter): module-level data read afresh at every call
+
+
+class Gradient:
+    """The gradient of a function, callable with that function's own arguments.
+
+    ``source`` is the generated Python source, ``fun`` the original function. The gradient
+    is built on first use (call, ``source``) and cached in memory per function and options.
+
+    >>> from symdiff import grad
+    >>> def f(x):
+    ...     return 3.0 * x ** 2
+    >>> g = grad(f)
+    >>> g(2.0), g.fun is f
+    (12.0, True)
+    """
+
+    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "_built", "__weakref__")
+
+    def __init__(self, fun, wrt, with_value=False, as_tuple=False):
+        self.fun = fun
+        self.wrt = wrt
+        self.with_value = with_value
+        self.as_tuple = as_tuple
+        self._built = None
+
+    def __call__(self, *args, **kwargs):
+        built = self._built or self._build()
+        for name, get in built.refresh:
+            built.globals[name] = get()
+        return built.fn(*args, **kwargs)
+
+    @property
+    def source(self) -> str:
+        """The generated gradient function's Python source."""
+        return (self._built or self._build()).source
+
+    @property
+    def __wrapped__(self):
+        # inspect.getsource(gradient) unwraps to the generated function, whose lines are
+        # registered with linecache.
+        return (self._built or self._build()).fn
+
+    @property
+    def __name__(self):
+        return "grad_" + getattr(self.fun, "__name__", "function")
+
+    def __repr__(self):
+        what = "value_and_grad" if self.with_value else "grad"
+        return f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt {self.wrt}>"
+
+    def _build(self) -> _Built:
+        key = (self.wrt, self.with_value, self.as_tuple)
+        try:
+            per_fn = _MEMORY.setdefault(self.fun, {})
+        except TypeError:  # not weak-referenceable: no memory cache
+            per_fn = {}
+        built = per_fn.get(key)
+        if built is None:
+            built = per_fn[key] = _build(self.fun, self.wrt, self.with_value, self.as_tuple)
+        self._built = built
+        return built
+
+
+def _build(fun, wrt, with_value, as_tuple) -> _Built:
+    # SymPy is imported here, on first build, never by a cache hit.
+    from .compile import compile_source
+    from .differentiate import differentiate
+    from .emit import emit
+    from .lower import lower
+    from .parse import parse
+
+    parsed = parse(fun)
+    try:
+        ir = lower(parsed, wrt)
+        program = differentiate(ir, with_value, as_tuple)
+        source = emit(program)
+        name = "grad_" + ir.name
+        fn, globs = compile_source(source, name, parsed.namespace, ir.np_alias)
+    except SymdiffError:
+        raise
+    except Exception as e:  # a bug of ours: still say where, and not as a SymPy traceback
+        where = f"{parsed.source.filename}:{parsed.node.lineno}:{parsed.node.col_offset + 1}"
+        err = SymdiffError(f"{where}: symdiff failed to differentiate {parsed.name} "
+                           f"({type(e).__name__}: {e}); this is a bug in symdiff, please "
+                           "report it with the function's source")
+        err.__cause__ = None
+        raise err from None
+    fn.__defaults__ = getattr(fun, "__defaults__", None)
+    fn.__kwdefaults__ = getattr(fun, "__kwdefaults__", None)
+    return _Built(fn, source, globs, _refreshers(fun, ir.data_globals))
+
+
+def _refreshers(fun, names) -> tuple:
+    cells = dict(zip(fun.__code__.co_freevars, fun.__closure__ or (), strict=False))
+    out = []
+    for name in names:
+        if name in cells:
+            out.append((name, (lambda c: lambda: c.cell_contents)(cells[name])))
+        else:
+            out.append((name, (lambda g, n: lambda: g[n])(fun.__globals__, name)))
+    return tuple(out)
+
+
+def _normalize_wrt(wrt):
+    if isinstance(wrt, (tuple, list)):
+        if not wrt:
+            raise SymdiffError("wrt=() names no parameter; name at least one")
+        return tuple(wrt), True
+    return (wrt,), False
+
+
+def grad(fun=None, wrt=0):
+    """The gradient of a scalar function ``fun`` with respect to ``wrt``.
+
+    ``wrt`` is a parameter name or position (one gradient), or a tuple of them (a tuple of
+    gradients, in that order). Each gradient has the shape of its parameter. Used bare
+    (``@grad``), called (``grad(f, wrt="y")``) or as a factory (``@grad(wrt=1)``).
+
+    >>> import numpy as np
+    >>> from symdiff import grad
+    >>> @grad
+    ... def f(x, y):
+    ...     return np.sum(np.sin(x) * y)
+    >>> float(f(0.0, 2.0))
+    2.0
+    """
+    wrt, as_tuple = _normalize_wrt(wrt)
+    if fun is None:
+        return lambda f: Gradient(f, wrt, False, as_tuple)
+    return Gradient(fun, wrt, False, as_tuple)
+
+
+def value_and_grad(fun=None, wrt=0):
+    """Like ``grad``, but the result is ``(fun(*args), gradient)``, from one forward sweep.
+
+    >>> from symdiff import value_and_grad
+    >>> def f(x):
+    ...     return x ** 2
+    >>> value_and_grad(f)(3.0)
+    (9.0, 6.0)
+    """
+    wrt, as_tuple = _normalize_wrt(wrt)
+    if fun is None:
+        return lambda f: Gradient(f, wrt, True, as_tuple)
+    return Gradient(fun, wrt, True, as_tuple)

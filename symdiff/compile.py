@@ -1,0 +1,57 @@
+"""Generated source -> a Python function, registered with linecache so tools can show it."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import linecache
+
+import numpy as np
+
+from . import runtime
+from .errors import SymdiffError
+from .parse import MISSING, Namespace
+
+
+def compile_source(source: str, name: str, namespace: Namespace, np_alias: str = "np"):
+    """Compile ``source`` (which defines ``name``) and return ``(function, globals dict)``.
+
+    The globals hold NumPy under ``np_alias``, the runtime helpers, and every other free
+    name of the source as ``namespace`` resolves it. The source is registered in
+    ``linecache`` under a name derived from its hash, so ``inspect.getsource``,
+    tracebacks and pdb show the generated lines.
+    """
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    filename = f"<symdiff {name} {digest}>"
+    lines = source.splitlines(keepends=True)
+    linecache.cache[filename] = (len(source), None, lines, filename)
+    code = builtins.compile(source, filename, "exec")
+    globs = {"__name__": "symdiff.generated", "__builtins__": builtins}
+    for free in sorted(_free_names(source)):
+        if free == np_alias:
+            globs[free] = np
+        elif hasattr(runtime, free) and free.startswith("_") or free == "SymdiffError":
+            globs[free] = getattr(runtime, free)
+        else:
+            obj = namespace.lookup(free)
+            if obj is not MISSING:
+                globs[free] = obj
+    exec(code, globs)
+    fn = globs.get(name)
+    if fn is None:  # pragma: no cover - emit always defines it
+        raise SymdiffError(f"generated source does not define {name}")
+    return fn, globs
+
+
+def _free_names(source: str) -> set[str]:
+    tree = ast.parse(source)
+    loads, stores = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (stores if isinstance(node.ctx, ast.Store) else loads).add(node.id)
+        elif isinstance(node, ast.arg):
+            stores.add(node.arg)
+        elif isinstance(node, ast.FunctionDef):
+            stores.add(node.name)
+    return loads - stores

@@ -1,0 +1,116 @@
+"""A Python function -> its ``ast`` node, the file it came from, and a resolver for its free names."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import linecache
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .errors import Problem, SymdiffError
+
+MISSING = object()
+
+
+@dataclass(frozen=True)
+class Source:
+    """The file a function came from: its name and lines, for locating problems."""
+
+    filename: str
+    lines: tuple[str, ...]
+
+    def problem(self, node: ast.AST, message: str, hint: str = "") -> Problem:
+        line = getattr(node, "lineno", 1)
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        # ast columns count UTF-8 bytes; people count characters.
+        col = len(text.encode()[: getattr(node, "col_offset", 0)].decode(errors="replace"))
+        return Problem(self.filename, line, col + 1, message, text.rstrip("\n"), hint)
+
+    def error(self, node: ast.AST, message: str, hint: str = "") -> SymdiffError:
+        return SymdiffError(problems=(self.problem(node, message, hint),))
+
+    def line_text(self, line: int) -> str:
+        return self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """What the free names of a function refer to: its closure, its module, the builtins."""
+
+    globals: Mapping[str, object]
+    closure: Mapping[str, object] = field(default_factory=dict)
+
+    def lookup(self, name: str):
+        if name in self.closure:
+            return self.closure[name]
+        if name in self.globals:
+            return self.globals[name]
+        b = self.globals.get("__builtins__", builtins)
+        b = b if isinstance(b, Mapping) else vars(b)
+        return b.get(name, MISSING)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A function ready to lower: its definition node, where it lives, what its names mean."""
+
+    name: str
+    node: ast.FunctionDef
+    source: Source
+    namespace: Namespace
+    fn: object = None
+
+
+def parse(fn) -> Parsed:
+    """Find ``fn``'s definition in its source file and what its free names refer to.
+
+    >>> import numpy as np
+    >>> def f(x):
+    ...     return np.sin(x)
+    >>> parse(f).node.name
+    'f'
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        raise SymdiffError(f"symdiff differentiates Python functions; got {type(fn).__name__}")
+    filename = code.co_filename
+    lines = tuple(linecache.getlines(filename, getattr(fn, "__globals__", None)))
+    if not lines:
+        raise SymdiffError(
+            f"{filename}:{code.co_firstlineno}:1: cannot read the source of {fn.__name__}: "
+            "symdiff needs a function defined in a file (or a notebook cell), not by exec()"
+        )
+    source = Source(filename, lines)
+    node = _find_definition(fn, source)
+    closure = {}
+    if fn.__closure__:
+        for name, cell in zip(code.co_freevars, fn.__closure__, strict=True):
+            try:
+                closure[name] = cell.cell_contents
+            except ValueError:  # a cell not yet filled: referenced before assignment
+                pass
+    return Parsed(fn.__name__, node, source, Namespace(fn.__globals__, closure), fn)
+
+
+def _find_definition(fn, source: Source) -> ast.FunctionDef:
+    code = fn.__code__
+    try:
+        tree = ast.parse("".join(source.lines), source.filename)
+    except SyntaxError:
+        tree = None
+    if tree is not None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == code.co_name:
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                if first == code.co_firstlineno:
+                    return node
+    if code.co_name == "<lambda>":
+        raise SymdiffError(
+            f"{source.filename}:{code.co_firstlineno}:1: cannot differentiate a lambda yet; "
+            "write the function with def"
+        )
+    raise SymdiffError(
+        f"{source.filename}:{code.co_firstlineno}:1: cannot find the definition of "
+        f"{code.co_name} in its source file (was the file changed after it was imported?)"
+    )

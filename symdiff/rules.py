@@ -1,0 +1,269 @@
+"""The derivative table: each NumPy/math function -> a SymPy function or a vector-Jacobian rule.
+
+Elementwise functions map to SymPy expressions (SymPy knows their derivatives); array
+operations get one vector-Jacobian product each, written as a NumPy template. Adding a
+function is one row here plus nothing else: the tests and the README's coverage table are
+generated from these rows.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+# --- SymPy functions that NumPy has and SymPy lacks (or defines with other conventions) ---
+
+
+class _NumpyFunction(sp.Function):
+    """A SymPy function printed as a NumPy call: ``numpy_template`` formats the arguments."""
+
+    numpy_template = ""
+
+
+def _zero_derivative(name: str) -> type:
+    """A piecewise-constant function (round, floor, sign...): derivative 0, as in JAX."""
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+    return type(name, (_NumpyFunction,), {
+        "fdiff": fdiff, "numpy_template": f"{{np}}.{name.lower()}({{0}})", "nargs": 1,
+    })
+
+
+Round = _zero_derivative("Round")
+Floor = _zero_derivative("Floor")
+Ceil = _zero_derivative("Ceil")
+Trunc = _zero_derivative("Trunc")
+Rint = _zero_derivative("Rint")
+Sign = _zero_derivative("Sign")
+
+
+class Step(_NumpyFunction):
+    """Heaviside step, 1/2 at 0: the share each side of a tie gets (JAX, autograd)."""
+
+    nargs = 1
+    numpy_template = "{np}.heaviside({0}, 0.5)"
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+
+class Maximum(_NumpyFunction):
+    """np.maximum: at a tie each side gets half the gradient."""
+
+    nargs = 2
+    numpy_template = "{np}.maximum({0}, {1})"
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        return Step(a - b) if argindex == 1 else Step(b - a)
+
+
+class Minimum(_NumpyFunction):
+    """np.minimum: at a tie each side gets half the gradient."""
+
+    nargs = 2
+    numpy_template = "{np}.minimum({0}, {1})"
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        return Step(b - a) if argindex == 1 else Step(a - b)
+
+
+class Cbrt(_NumpyFunction):
+    """Real cube root (SymPy's ``cbrt`` is the principal root: NaN slopes for x < 0)."""
+
+    nargs = 1
+    numpy_template = "{np}.cbrt({0})"
+
+    def fdiff(self, argindex=1):
+        return 1 / (3 * Cbrt(self.args[0]) ** 2)
+
+
+class Hypot(_NumpyFunction):
+    """np.hypot, whose derivative a / hypot(a, b) does not overflow as a / sqrt(a**2 + b**2) would."""
+
+    nargs = 2
+    numpy_template = "{np}.hypot({0}, {1})"
+
+    def fdiff(self, argindex=1):
+        return self.args[argindex - 1] / self
+
+
+class LogAddExp(_NumpyFunction):
+    """np.logaddexp with the stable derivative exp(a - logaddexp(a, b))."""
+
+    nargs = 2
+    numpy_template = "{np}.logaddexp({0}, {1})"
+
+    def fdiff(self, argindex=1):
+        return sp.exp(self.args[argindex - 1] - self)
+
+
+class LogAddExp2(_NumpyFunction):
+    """np.logaddexp2 with the stable derivative 2**(a - logaddexp2(a, b))."""
+
+    nargs = 2
+    numpy_template = "{np}.logaddexp2({0}, {1})"
+
+    def fdiff(self, argindex=1):
+        return 2 ** (self.args[argindex - 1] - self)
+
+
+def _clip(a, lo=None, hi=None):
+    # As JAX: clip is minimum(maximum(a, lo), hi), so a tie with a bound splits the gradient.
+    if lo is not None:
+        a = Maximum(a, lo)
+    if hi is not None:
+        a = Minimum(a, hi)
+    return a
+
+
+# --- The table ---
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """An elementwise function: its spellings, its parameters, and its SymPy image.
+
+    ``domain`` is where the rule is tested (and where the function is smooth enough for
+    central differences); ``optional`` parameters may be left out of a call.
+    """
+
+    names: tuple[str, ...]
+    params: tuple[str, ...]
+    sympy: Callable
+    domain: tuple[float, float] = (-2.0, 2.0)
+    optional: int = 0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ArrayOp:
+    """An array operation: its spellings, its parameters, and a vector-Jacobian template.
+
+    ``vjp`` maps the name of the operand to differentiate to a NumPy expression template
+    in the adjoint ``{g}``, the output ``{out}``, the operands by parameter name and ``{np}``.
+    """
+
+    names: tuple[str, ...]
+    params: tuple[str, ...]
+    vjp: dict[str, str]
+    optional: int = 0
+    note: str = ""
+
+
+E = Elementwise
+# One row per function. Domains keep each function away from its singularities.
+ELEMENTWISE: tuple[Elementwise, ...] = (
+    E(("np.sin", "math.sin"), ("x",), sp.sin),
+    E(("np.cos", "math.cos"), ("x",), sp.cos),
+    E(("np.tan", "math.tan"), ("x",), sp.tan, (-1.2, 1.2)),
+    E(("np.arcsin", "math.asin"), ("x",), sp.asin, (-0.9, 0.9)),
+    E(("np.arccos", "math.acos"), ("x",), sp.acos, (-0.9, 0.9)),
+    E(("np.arctan", "math.atan"), ("x",), sp.atan),
+    E(("np.arctan2", "math.atan2"), ("y", "x"), sp.atan2, (0.2, 2.0)),
+    E(("np.sinh", "math.sinh"), ("x",), sp.sinh),
+    E(("np.cosh", "math.cosh"), ("x",), sp.cosh),
+    E(("np.tanh", "math.tanh"), ("x",), sp.tanh),
+    E(("np.arcsinh", "math.asinh"), ("x",), sp.asinh),
+    E(("np.arccosh", "math.acosh"), ("x",), sp.acosh, (1.1, 3.0)),
+    E(("np.arctanh", "math.atanh"), ("x",), sp.atanh, (-0.9, 0.9)),
+    E(("np.exp", "math.exp"), ("x",), sp.exp),
+    E(("np.exp2",), ("x",), lambda x: 2**x),
+    E(("np.expm1", "math.expm1"), ("x",), lambda x: sp.exp(x) - 1),
+    E(("np.log",), ("x",), sp.log, (0.1, 3.0)),
+    E(("math.log",), ("x", "base"), lambda x, base=None: sp.log(x) if base is None
+      else sp.log(x) / sp.log(base), (0.1, 3.0), optional=1),
+    E(("np.log2", "math.log2"), ("x",), lambda x: sp.log(x) / sp.log(2), (0.1, 3.0)),
+    E(("np.log10", "math.log10"), ("x",), lambda x: sp.log(x) / sp.log(10), (0.1, 3.0)),
+    E(("np.log1p", "math.log1p"), ("x",), lambda x: sp.log(1 + x), (-0.9, 2.0)),
+    E(("np.sqrt", "math.sqrt"), ("x",), sp.sqrt, (0.1, 3.0)),
+    E(("np.cbrt",), ("x",), Cbrt, note="real cube root"),
+    E(("np.square",), ("x",), lambda x: x**2),
+    E(("np.reciprocal",), ("x",), lambda x: 1 / x, (0.2, 2.0)),
+    E(("np.negative",), ("x",), lambda x: -x),
+    E(("np.positive",), ("x",), lambda x: x),
+    E(("np.abs", "np.absolute", "np.fabs", "math.fabs", "abs"), ("x",), sp.Abs,
+      note="derivative sign(x), 0 at 0"),
+    E(("np.sign",), ("x",), Sign, note="derivative 0"),
+    E(("np.hypot", "math.hypot"), ("x", "y"), Hypot),
+    E(("np.power", "np.float_power", "math.pow", "pow"), ("x", "y"), lambda x, y: x**y,
+      (0.2, 2.0)),
+    E(("np.add",), ("x", "y"), lambda x, y: x + y),
+    E(("np.subtract",), ("x", "y"), lambda x, y: x - y),
+    E(("np.multiply",), ("x", "y"), lambda x, y: x * y),
+    E(("np.divide", "np.true_divide"), ("x", "y"), lambda x, y: x / y, (0.2, 2.0)),
+    E(("np.logaddexp",), ("x", "y"), LogAddExp),
+    E(("np.logaddexp2",), ("x", "y"), LogAddExp2),
+    E(("np.maximum", "np.fmax", "max"), ("x", "y"), Maximum,
+      note="ties: half the gradient to each side"),
+    E(("np.minimum", "np.fmin", "min"), ("x", "y"), Minimum,
+      note="ties: half the gradient to each side"),
+    E(("np.clip",), ("a", "a_min", "a_max"), _clip,
+      note="as minimum(maximum(a, a_min), a_max); either bound may be None"),
+    E(("np.round", "np.around", "round"), ("x", "decimals"), lambda x, decimals=0: Round(x),
+      optional=1, note="derivative 0"),
+    E(("np.rint",), ("x",), Rint, note="derivative 0"),
+    E(("np.floor", "math.floor"), ("x",), Floor, note="derivative 0"),
+    E(("np.ceil", "math.ceil"), ("x",), Ceil, note="derivative 0"),
+    E(("np.trunc", "np.fix", "math.trunc"), ("x",), Trunc, note="derivative 0"),
+    E(("math.erf",), ("x",), sp.erf),
+    E(("math.erfc",), ("x",), sp.erfc),
+    E(("np.deg2rad", "np.radians", "math.radians"), ("x",), lambda x: x * sp.pi / 180),
+    E(("np.rad2deg", "np.degrees", "math.degrees"), ("x",), lambda x: x * 180 / sp.pi),
+    E(("float",), ("x",), lambda x: x, note="identity"),
+)
+
+A = ArrayOp
+ARRAY_OPS: tuple[ArrayOp, ...] = (
+    A(("np.sum",), ("a",), {"a": "{np}.broadcast_to({g}, {np}.shape({a}))"},
+      note="over all elements"),
+    A(("np.mean",), ("a",), {"a": "{np}.broadcast_to({g} / {np}.size({a}), {np}.shape({a}))"},
+      note="over all elements"),
+)
+
+_MODULES = {"np": np, "math": math}
+
+
+def resolve_name(dotted: str):
+    """The object a table spelling refers to: ``np.sin`` -> numpy.sin, ``abs`` -> builtins.abs."""
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return getattr(builtins, head)
+    obj = _MODULES[head]
+    for part in rest.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _index(rows):
+    table = {}
+    for row in rows:
+        for name in row.names:
+            table[id(resolve_name(name))] = (resolve_name(name), row)
+    return table
+
+
+_BY_ID = {**_index(ELEMENTWISE), **_index(ARRAY_OPS)}
+
+
+def lookup(obj):
+    """The row (Elementwise or ArrayOp) for a function object, or None."""
+    hit = _BY_ID.get(id(obj))
+    return hit[1] if hit is not None and hit[0] is obj else None
+
+
+def constant(value: float):
+    """A module-level number as SymPy sees it: pi and e by name (so they print as np.pi)."""
+    if value == math.pi:
+        return sp.pi
+    if value == math.e:
+        return sp.E
+    return sp.Integer(value) if isinstance(value, int) else sp.Float(float(value))
