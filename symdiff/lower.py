@@ -23,7 +23,7 @@ from .errors import Problem, SymdiffError
 from .parse import MISSING, Parsed
 from .runtime import stop_gradient
 
-COVERAGE = "see the coverage table in symdiff's README"
+COVERAGE = "the coverage table in README.md"
 RESERVED = ("np", "_unbroadcast", "_fit", "_check_scalar", "SymdiffError")
 
 
@@ -229,7 +229,7 @@ class _Lowering:
             target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
             if isinstance(target, (ast.Subscript, ast.Attribute)):
                 self.fail(stmt, "in-place writes to arrays are not supported",
-                          "build a new array instead (np.where, np.concatenate, arithmetic)")
+                          "build a new array (np.where, np.concatenate, arithmetic)")
         kinds = {
             ast.Try: "try", ast.With: "with", ast.Global: "global", ast.Nonlocal: "nonlocal",
             ast.If: "if", ast.For: "for", ast.While: "while", ast.FunctionDef: "def",

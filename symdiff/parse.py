@@ -1,4 +1,4 @@
-"""A Python function -> its ``ast`` node, the file it came from, and a resolver for its free names."""
+"""A Python function -> its ast node, its source file, and a resolver for its free names."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ class Cbrt(_NumpyFunction):
 
 
 class Hypot(_NumpyFunction):
-    """np.hypot, whose derivative a / hypot(a, b) does not overflow as a / sqrt(a**2 + b**2) would."""
+    """np.hypot, whose derivative a / hypot(a, b) cannot overflow as a / sqrt(a**2 + b**2) can."""
 
     nargs = 2
     numpy_template = "{np}.hypot({0}, {1})"

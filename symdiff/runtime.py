@@ -25,8 +25,13 @@ def stop_gradient(x):
     return x
 
 
+_SCALARS = (float, int, np.float64)
+
+
 def _unbroadcast(g, x):
     """Sum the adjoint ``g`` down to the shape of ``x``, undoing NumPy broadcasting."""
+    if type(g) in _SCALARS and type(x) in _SCALARS:
+        return g  # the common scalar case, without NumPy's shape machinery
     gs = np.shape(g)
     xs = np.shape(x)
     if gs == xs:

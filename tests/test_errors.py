@@ -1,0 +1,186 @@
+"""Exact text of the located errors: file:line:col, the source line, a caret, what to do."""
+
+import inspect
+import textwrap
+
+import numpy as np
+import pytest
+from gradcheck import load
+
+from symdiff import SymdiffError, grad
+
+
+def error_text(source, name="f", wrt=0, call=None):
+    f = load(source, name)
+    with pytest.raises(SymdiffError) as e:
+        g = grad(f, wrt=wrt)
+        if call is None:
+            g.source  # noqa: B018 - building is what raises
+        else:
+            g(*call)
+    return str(e.value).replace(inspect.getsourcefile(f), "F")
+
+
+CASES = {
+    "try": ("""
+        def f(x):
+            try:
+                y = x
+            except ValueError:
+                y = 0.0
+            return y
+        """, """
+        F:3:5: 'try' statements are not supported
+                try:
+                ^
+          supported instead: assignments, augmented assignments, return, assert, pass
+        """),
+    "with": ("""
+        def f(x):
+            with open('a') as h:
+                pass
+            return x
+        """, """
+        F:3:5: 'with' statements are not supported
+                with open('a') as h:
+                ^
+          supported instead: assignments, augmented assignments, return, assert, pass
+        """),
+    "inplace": ("""
+        def f(x):
+            x[0] = 1.0
+            return x
+        """, """
+        F:3:5: in-place writes to arrays are not supported
+                x[0] = 1.0
+                ^
+          supported instead: build a new array (np.where, np.concatenate, arithmetic)
+        """),
+    "unknown_numpy": ("""
+        import numpy as np
+        def f(x):
+            return np.sum(np.fft.fft(x))
+        """, """
+        F:4:19: np.fft.fft is not supported
+                return np.sum(np.fft.fft(x))
+                              ^
+          supported instead: the NumPy and math functions in the coverage table in README.md
+        """),
+    "undefined": ("""
+        def f(x):
+            return x * nothing_here
+        """, """
+        F:3:16: name 'nothing_here' is not defined
+                return x * nothing_here
+                           ^
+          supported instead: parameters, local names, and module-level names
+        """),
+    "starred": ("""
+        import numpy as np
+        def f(x, *rest):
+            return np.hypot(x, *rest)
+        """, """
+        F:4:24: starred arguments (*args) are not supported
+                return np.hypot(x, *rest)
+                                   ^
+          supported instead: pass each argument by position
+        """),
+    "yield": ("""
+        def f(x):
+            y = yield x
+            return y
+        """, """
+        F:3:9: generators and coroutines are not supported
+                y = yield x
+                    ^
+          supported instead: a plain function that returns a scalar
+        """),
+    "global": ("""
+        def f(x):
+            global G
+            return x
+        """, """
+        F:3:5: 'global' statements are not supported
+                global G
+                ^
+          supported instead: assignments, augmented assignments, return, assert, pass
+        """),
+    "unsupported_keyword": ("""
+        import numpy as np
+        def f(x):
+            return np.sum(np.exp(x, out=None))
+        """, """
+        F:4:33: np.exp(..., out=...) is not supported
+                return np.sum(np.exp(x, out=None))
+                                            ^
+          supported instead: np.exp(x); the coverage table in README.md
+        """),
+    "tuple_return": ("""
+        def f(x):
+            return x, x
+        """, """
+        F:3:12: the function returns a tuple; a gradient needs a scalar output
+                return x, x
+                       ^
+          supported instead: return one scalar (np.sum, np.mean reduce an array)
+        """),
+    "no_return": ("""
+        def f(x):
+            y = x
+        """, """
+        F:2:1: f has no return statement
+            def f(x):
+            ^
+          supported instead: return the scalar value to differentiate
+        """),
+    # Written without dedent: a tab in the source line stays a tab in the caret line.
+    "tabs_keep_the_caret_aligned": ("def f(x):\n\ty = x\n\treturn x @ y\n",
+                                    "F:3:9: operator @ is not supported yet\n"
+                                    "    \treturn x @ y\n"
+                                    "    \t       ^\n"
+                                    "  supported instead: + - * / ** // %"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_error_text(case):
+    source, expected = CASES[case]
+    if expected.startswith("\n"):
+        expected = textwrap.dedent(expected).strip("\n")
+    assert error_text(source) == expected
+
+
+def test_every_problem_in_a_function_is_reported_together():
+    text = error_text("""
+        import numpy as np
+        def f(x):
+            x[0] = 1.0
+            y = np.fft.fft(x)
+            z = undefined_name
+            return np.sum(y * z)
+        """)
+    assert text.count("\n    ^") == 0  # carets sit under columns, not at column 1
+    assert [line.split(": ")[0] for line in text.splitlines() if line.startswith("F:")] == [
+        "F:4:5", "F:5:9", "F:6:9"]
+
+
+def test_wrt_errors_name_the_parameters():
+    assert "f has no parameter 'q'" in error_text("def f(x, y):\n    return x\n", wrt="q")
+    assert "wrt=5 is out of range" in error_text("def f(x, y):\n    return x\n", wrt=5)
+    assert "cannot differentiate with respect to *rest" in error_text(
+        "def f(x, *rest):\n    return x\n", wrt="rest")
+
+
+def test_non_scalar_output_names_the_shape():
+    text = error_text("def f(x):\n    return x * 2\n", call=(np.ones((2, 3)),))
+    assert text == ("f returned an array of shape (2, 3); a gradient needs a scalar output: "
+                    "reduce it first (np.sum, np.mean) or differentiate each element")
+
+
+def test_functions_without_source_are_refused_clearly():
+    namespace = {}
+    exec("def h(x):\n    return x * 2\n", namespace)
+    with pytest.raises(SymdiffError, match="cannot read the source of h"):
+        grad(namespace["h"])(1.0)
+    with pytest.raises(SymdiffError, match="Python functions"):
+        grad(np.sin)(1.0)

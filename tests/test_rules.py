@@ -1,0 +1,324 @@
+"""Every row of the derivative table, every spelling: gradients against central differences.
+
+The parametrization is generated from ``symdiff.rules.ELEMENTWISE``, so a new row (or a new
+spelling of an old one) is tested without touching this file. Each spelling is called from
+a function in a real module file (symdiff reads source), at seeded random points inside the
+row's ``domain``, and differentiated with respect to every required argument (optional
+parameters are left out). ``np.*`` spellings are checked on float64 arrays of shape (5,)
+summed with ``np.sum``, on a mix of an array and scalars, and on scalars; ``math.*`` and
+builtin spellings on scalars only.
+
+The second half pins the conventions the table documents: derivative 0 of the piecewise
+constant functions, half the gradient to each side of a tie (JAX), and the numerically
+stable derivatives of logaddexp, hypot and cbrt.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from gradcheck import check_grad, load
+
+from symdiff import grad, value_and_grad
+from symdiff.rules import ELEMENTWISE, lookup, resolve_name
+
+SPELLINGS = [(row, name) for row in ELEMENTWISE for name in row.names]
+ARRAY_SPELLINGS = [(row, name) for row, name in SPELLINGS if name.startswith("np.")]
+MULTI_ARG_ARRAY_SPELLINGS = [(row, name) for row, name in ARRAY_SPELLINGS
+                             if len(row.params) - row.optional > 1]
+ZERO_DERIVATIVE = [(row, name) for row, name in SPELLINGS if "derivative 0" in row.note]
+SHAPE = (5,)
+MARGIN = 0.05  # kept between points and kinks: 0, half-integers, and each other
+
+
+def _ids(pairs):
+    return [name for _, name in pairs]
+
+
+def required(row) -> tuple[str, ...]:
+    return row.params[:len(row.params) - row.optional]
+
+
+def make(name: str, params: tuple[str, ...], reduce: bool):
+    """A module function ``f(*params)`` returning ``name(*params)``, np.sum-ed if ``reduce``."""
+    call = f"{name}({', '.join(params)})"
+    body = f"np.sum({call})" if reduce else call
+    return load(f"""
+        import math
+
+        import numpy as np
+
+
+        def f({', '.join(params)}):
+            return {body}
+        """, "f")
+
+
+def _tuple_ok(row, values) -> bool:
+    """Whether one point (a value per argument) is clear of every kink a row may have."""
+    if any(abs(v - round(2 * v) / 2) < MARGIN for v in values):
+        return False  # 0 (abs, sign), integers (floor...) and half-integers (round)
+    return all(abs(a - b) >= MARGIN for i, a in enumerate(values) for b in values[i + 1:])
+
+
+def draw_point(row, rng, n: int | None) -> list:
+    """``n`` points (or one, as Python floats if ``n`` is None) per required argument.
+
+    Every value lies in ``row.domain``, away from kinks. For np.clip the bounds are the
+    smaller and larger of two draws, so the value falls below, inside or above them.
+    """
+    params = required(row)
+    lo, hi = row.domain
+    columns = []
+    while len(columns) < (n or 1):
+        values = [float(v) for v in rng.uniform(lo, hi, len(params))]
+        if not _tuple_ok(row, values):
+            continue
+        if "a_min" in params and "a_max" in params:
+            i_min, i_max = params.index("a_min"), params.index("a_max")
+            values[i_min], values[i_max] = sorted((values[i_min], values[i_max]))
+        columns.append(values)
+    if n is None:
+        return columns[0]
+    return [np.array([c[k] for c in columns], dtype=np.float64) for k in range(len(params))]
+
+
+def check_types(grads, args):
+    """Each gradient is like its parameter: a Python float, or a float64 array its shape."""
+    assert len(grads) == len(args)
+    for g, a in zip(grads, args, strict=True):
+        if isinstance(a, np.ndarray):
+            assert isinstance(g, np.ndarray), type(g)
+            assert g.shape == a.shape
+            assert g.dtype == np.float64
+        else:
+            assert type(g) is float, type(g)
+
+
+def test_table_is_consistent():
+    """Each spelling resolves to an object that looks up to its own row (no two rows share)."""
+    assert SPELLINGS
+    for row, name in SPELLINGS:
+        assert lookup(resolve_name(name)) is row, name
+        assert row.domain[0] < row.domain[1], name
+        assert 0 <= row.optional < len(row.params), name
+
+
+@pytest.mark.parametrize(("row", "name"), SPELLINGS, ids=_ids(SPELLINGS))
+def test_rule_on_scalars(row, name):
+    params = required(row)
+    f = make(name, params, reduce=False)
+    rng = np.random.default_rng(1234)
+    wrt = tuple(range(len(params)))
+    for seed in range(3):
+        args = draw_point(row, rng, None)
+        grads = check_grad(f, args, wrt=wrt, seed=seed)
+        check_types(grads, args)
+
+
+@pytest.mark.parametrize(("row", "name"), ARRAY_SPELLINGS, ids=_ids(ARRAY_SPELLINGS))
+def test_rule_on_arrays(row, name):
+    params = required(row)
+    f = make(name, params, reduce=True)
+    rng = np.random.default_rng(5678)
+    wrt = tuple(range(len(params)))
+    for seed in range(2):
+        args = draw_point(row, rng, SHAPE[0])
+        grads = check_grad(f, args, wrt=wrt, seed=seed)
+        check_types(grads, args)
+
+
+@pytest.mark.parametrize(("row", "name"), MULTI_ARG_ARRAY_SPELLINGS,
+                         ids=_ids(MULTI_ARG_ARRAY_SPELLINGS))
+def test_rule_broadcasting_array_with_scalars(row, name):
+    """The first argument an array, the others Python floats: their gradients are summed."""
+    params = required(row)
+    f = make(name, params, reduce=True)
+    rng = np.random.default_rng(91011)
+    args = draw_point(row, rng, SHAPE[0])
+    # Keep the scalars clear of every element of the array (and of each other).
+    others = draw_point(row, rng, None)[1:]
+    while not all(_tuple_ok(row, [float(a), *others]) for a in args[0]):
+        others = draw_point(row, rng, None)[1:]
+    args = [args[0], *others]
+    if "a_min" in params:
+        # np.clip: scalar bounds inside the domain, lower first.
+        lo, hi = sorted(others)
+        args = [args[0], lo, hi]
+    grads = check_grad(f, args, wrt=tuple(range(len(params))))
+    check_types(grads, args)
+
+
+@pytest.mark.parametrize(("row", "name"), ZERO_DERIVATIVE, ids=_ids(ZERO_DERIVATIVE))
+def test_zero_derivative_rows_are_exactly_zero(row, name):
+    params = required(row)
+    rng = np.random.default_rng(42)
+    f = make(name, params, reduce=False)
+    g = grad(f)
+    for _ in range(5):
+        x = draw_point(row, rng, None)[0]
+        assert x != round(x)
+        assert g(x) == 0.0
+        assert type(g(x)) is float
+    if name.startswith("np."):
+        fa = make(name, params, reduce=True)
+        x = draw_point(row, rng, SHAPE[0])[0]
+        out = grad(fa)(x)
+        assert out.dtype == np.float64 and out.shape == SHAPE
+        assert np.all(out == 0.0)
+
+
+# --- conventions ---
+
+
+def _row_of(obj):
+    row = lookup(obj)
+    assert row is not None, obj
+    return row
+
+
+ABS = [(_row_of(np.abs), n) for n in _row_of(np.abs).names]
+MAX = [(_row_of(np.maximum), n) for n in _row_of(np.maximum).names]
+MIN = [(_row_of(np.minimum), n) for n in _row_of(np.minimum).names]
+
+
+@pytest.mark.parametrize(("row", "name"), ABS, ids=_ids(ABS))
+def test_abs_derivative_at_zero_is_zero(row, name):
+    f = make(name, ("x",), reduce=False)
+    assert grad(f)(0.0) == 0.0
+    assert grad(f)(-0.0) == 0.0
+    assert grad(f)(-3.0) == -1.0
+    assert grad(f)(3.0) == 1.0
+    if name.startswith("np."):
+        fa = make(name, ("x",), reduce=True)
+        np.testing.assert_array_equal(grad(fa)(np.array([-2.0, 0.0, 2.0])), [-1.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize(("row", "name"), MAX + MIN, ids=_ids(MAX + MIN))
+def test_max_min_tie_splits_the_gradient(row, name):
+    f = make(name, ("x", "y"), reduce=False)
+    g = grad(f, wrt=(0, 1))
+    assert g(1.5, 1.5) == (0.5, 0.5)
+    assert g(-0.25, -0.25) == (0.5, 0.5)
+    bigger_first = (1.0, 0.0) if row is MAX[0][0] else (0.0, 1.0)
+    assert g(2.0, 1.0) == bigger_first
+    assert g(1.0, 2.0) == bigger_first[::-1]
+    if name.startswith("np."):
+        fa = make(name, ("x", "y"), reduce=True)
+        gx, gy = grad(fa, wrt=(0, 1))(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 5.0]))
+        np.testing.assert_array_equal(gx + gy, [1.0, 1.0, 1.0])
+        assert gx[0] == gy[0] == 0.5
+
+
+def test_clip_conventions():
+    f = make("np.clip", ("a", "lo", "hi"), reduce=False)
+    g = grad(f, wrt=(0, 1, 2))
+    assert g(0.0, -1.0, 1.0) == (1.0, 0.0, 0.0)  # inside
+    assert g(-2.0, -1.0, 1.0) == (0.0, 1.0, 0.0)  # below: the lower bound is the value
+    assert g(2.0, -1.0, 1.0) == (0.0, 0.0, 1.0)  # above
+    assert g(-1.0, -1.0, 1.0) == (0.5, 0.5, 0.0)  # at a bound: half each (JAX)
+    assert g(1.0, -1.0, 1.0) == (0.5, 0.0, 0.5)
+    fa = make("np.clip", ("a", "lo", "hi"), reduce=True)
+    a = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+    ga, glo, ghi = grad(fa, wrt=(0, 1, 2))(a, -1.0, 1.0)
+    np.testing.assert_array_equal(ga, [0.0, 0.5, 1.0, 0.5, 0.0])
+    assert (glo, ghi) == (1.5, 1.5)
+    assert type(glo) is float and type(ghi) is float
+
+
+def test_clip_with_one_bound_none():
+    upper = load("""
+        import numpy as np
+
+
+        def f(a):
+            return np.sum(np.clip(a, None, 1.0))
+
+
+        def g(a):
+            return np.sum(np.clip(a, a_min=-1.0, a_max=None))
+        """)
+    a = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(grad(upper.f)(a), [1.0, 1.0, 1.0, 0.5, 0.0])
+    np.testing.assert_array_equal(grad(upper.g)(a), [0.0, 0.5, 1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("name", ["np.sign", "np.round", "np.floor", "round", "math.floor"])
+def test_piecewise_constant_derivative_is_zero_even_at_jumps(name):
+    f = make(name, ("x",), reduce=False)
+    for x in (-2.0, -1.5, -0.5, 0.0, 0.5, 1.0, 2.5, 0.3):
+        g = grad(f)(x)
+        assert g == 0.0 and type(g) is float
+
+
+def test_round_with_decimals_is_zero():
+    f = load("""
+        import numpy as np
+
+
+        def f(x):
+            return np.round(x, 2) + round(x, 1) + np.round(x, decimals=3)
+        """, "f")
+    assert grad(f)(0.123456) == 0.0
+
+
+def test_logaddexp_gradient_is_stable():
+    for name in ("np.logaddexp", "np.logaddexp2"):
+        f = make(name, ("x", "y"), reduce=False)
+        value, (gx, gy) = value_and_grad(f, wrt=(0, 1))(1000.0, 1000.0)
+        assert np.isfinite(value)
+        np.testing.assert_allclose([gx, gy], [0.5, 0.5], rtol=1e-12, err_msg=name)
+        gx, gy = grad(f, wrt=(0, 1))(-1000.0, 0.0)
+        np.testing.assert_allclose([gx, gy], [0.0, 1.0], rtol=1e-12, atol=1e-200,
+                                   err_msg=name)
+        fa = make(name, ("x", "y"), reduce=True)
+        gx, gy = grad(fa, wrt=(0, 1))(np.full(3, 800.0), np.array([800.0, 0.0, 1e4]))
+        np.testing.assert_allclose(gx, [0.5, 1.0, 0.0], atol=1e-200)
+        np.testing.assert_allclose(gy, [0.5, 0.0, 1.0], atol=1e-200)
+
+
+def test_hypot_gradient_does_not_overflow():
+    f = make("np.hypot", ("x", "y"), reduce=False)
+    gx, gy = grad(f, wrt=(0, 1))(1e200, 1e200)
+    np.testing.assert_allclose([gx, gy], [1 / math.sqrt(2)] * 2, rtol=1e-15)
+    gx, gy = grad(f, wrt=(0, 1))(3e-200, -4e-200)
+    np.testing.assert_allclose([gx, gy], [0.6, -0.8], rtol=1e-15)
+    fm = make("math.hypot", ("x", "y"), reduce=False)
+    gx, gy = grad(fm, wrt=(0, 1))(1e200, -1e200)
+    np.testing.assert_allclose([gx, gy], [1 / math.sqrt(2), -1 / math.sqrt(2)], rtol=1e-15)
+
+
+def test_cbrt_gradient_at_negative_x():
+    f = make("np.cbrt", ("x",), reduce=False)
+    assert grad(f)(-8.0) == pytest.approx(1 / 12, rel=1e-14)
+    assert grad(f)(8.0) == pytest.approx(1 / 12, rel=1e-14)
+    assert grad(f)(-1.0) == pytest.approx(1 / 3, rel=1e-14)
+    fa = make("np.cbrt", ("x",), reduce=True)
+    out = grad(fa)(np.array([-27.0, -8.0, 8.0, 27.0]))
+    np.testing.assert_allclose(out, [1 / 27, 1 / 12, 1 / 12, 1 / 27], rtol=1e-14)
+
+
+def test_math_log_with_a_base():
+    f = load("""
+        import math
+
+
+        def f(x, b):
+            return math.log(x, b) + math.log(x, 2.0)
+        """, "f")
+    check_grad(f, [1.7, 3.5], wrt=(0, 1))
+    gx = grad(f)(2.0, math.e)
+    assert gx == pytest.approx(0.5 + 1 / (2.0 * math.log(2.0)), rel=1e-14)
+
+
+def test_float32_and_integer_arrays_give_float64_gradients():
+    f = make("np.sin", ("x",), reduce=True)
+    out = grad(f)(np.linspace(-1, 1, 5, dtype=np.float32))
+    assert out.dtype == np.float64 and out.shape == SHAPE
+    out = grad(f)(np.arange(5))
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, np.cos(np.arange(5)))
+    g = grad(make("np.sin", ("x",), reduce=False))(2)
+    assert type(g) is float and g == pytest.approx(math.cos(2))

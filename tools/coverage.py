@@ -1,0 +1,44 @@
+"""Write the README's NumPy coverage table from the rules table, so the two cannot drift.
+
+Run: python tools/coverage.py          (rewrites README.md between the coverage markers)
+     python tools/coverage.py --check  (exit 1 if README.md is out of date)
+"""
+
+import sys
+from pathlib import Path
+
+from symdiff import rules
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
+
+
+def table() -> str:
+    rows = ["| function | kind | notes |", "| --- | --- | --- |"]
+    for row in rules.ELEMENTWISE:
+        rows.append(f"| {', '.join(f'`{n}`' for n in row.names)} | elementwise | {row.note} |")
+    for row in rules.ARRAY_OPS:
+        rows.append(f"| {', '.join(f'`{n}`' for n in row.names)} | array | {row.note} |")
+    return "\n".join(rows)
+
+
+def render(text: str) -> str:
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return f"{head}{BEGIN}\n{table()}\n{END}{tail}"
+
+
+def main(argv):
+    text = README.read_text()
+    new = render(text)
+    if "--check" in argv:
+        if new != text:
+            print("README.md's coverage table is out of date: run python tools/coverage.py")
+            return 1
+        return 0
+    README.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
