@@ -79,7 +79,7 @@ def differentiate(ir: IR, with_value: bool = False, as_tuple: bool = False) -> P
                                     eqn.line))
         forward.append(Line(eqn.out, _replace(eqn.code, calls), eqn.line,
                             comment="stop_gradient: no gradient flows back"
-                            if eqn.kind == "const" else ""))
+                            if eqn.kind == "stop_gradient" else ""))
     grads = tuple((p, adjoint.get(p)) for p in ir.wrt)
     return Program(ir, tuple(forward), tuple(backward), grads, seed, with_value, as_tuple)
 
@@ -128,11 +128,18 @@ def _cse(exprs, temps):
 
 
 def _array(eqn: Eqn, adjoint, active, names: Names, np_alias, group):
-    operands = dict(eqn.operands)
-    for param, name in eqn.operands:
-        if name in active and param in eqn.op.vjp:
-            code = eqn.op.vjp[param].format(g=adjoint[eqn.out], out=eqn.out, np=np_alias,
-                                            **operands)
+    op = eqn.op
+    fields = {**op.defaults, **dict(eqn.statics)}
+    for param, name, position in eqn.operands:
+        if position is None:
+            fields[param] = name
+    if op.sequence:
+        items = [n for p, n, i in eqn.operands if p == op.sequence]
+        fields[op.sequence] = "[" + ", ".join(items) + "]"
+    for param, name, position in eqn.operands:
+        if name in active and param in op.vjp:
+            code = op.vjp[param].format(g=adjoint[eqn.out], out=eqn.out, np=np_alias,
+                                        i=position, **fields)
             _accumulate(name, code, adjoint, names, eqn.line, "", group)
 
 

@@ -46,7 +46,8 @@ class Eqn:
     expr: sp.Expr | None = None
     calls: tuple[tuple[sp.Expr, ast.expr], ...] = ()
     op: rules.ArrayOp | None = None
-    operands: tuple[tuple[str, str], ...] = ()
+    operands: tuple[tuple[str, str, int | None], ...] = ()  # (parameter, name, position)
+    statics: tuple[tuple[str, str], ...] = ()  # (parameter, code) of the other parameters
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ class _Lowering:
 
     def _define(self, ssa, val: _Val):
         last = self.eqns[-1] if self.eqns else None
-        if last is not None and last.kind in ("array", "const") and isinstance(
+        if last is not None and last.kind in ("array", "const", "stop_gradient") and isinstance(
                 val.code, ast.Name) and val.code.id == last.out:
             # x = np.sum(y): name the array equation itself rather than copy its temporary.
             self.names.taken.discard(last.out)
@@ -368,10 +369,9 @@ class _Lowering:
                 self.fail(node, "lambda expressions are not supported here",
                           "define a function with def")
             case ast.Subscript():
-                self.fail(node, "indexing is not supported yet", COVERAGE)
-            case ast.Compare() | ast.BoolOp() | ast.UnaryOp():
-                self.fail(node, "comparisons and boolean operators are not supported in "
-                          "straight-line code yet", COVERAGE)
+                return self._subscript(node)
+            case ast.Compare() | ast.BoolOp() | ast.UnaryOp(op=ast.Not()):
+                return self._constant(node)  # a mask: no gradient flows through it
             case ast.IfExp():
                 self.fail(node, "conditional expressions (a if c else b) are not supported yet",
                           COVERAGE)
@@ -427,9 +427,18 @@ class _Lowering:
                     self.fail(node, f"{ast.unparse(node)} does not exist",
                               "check the spelling")
                 return self._global(obj, copy.copy(node))
-        self.fail(node, f"attribute .{node.attr} is not supported yet", COVERAGE)
+        if node.attr in rules.NO_GRADIENT_ATTRIBUTES:
+            return self._constant(node)
+        if node.attr == "T":
+            return self._array_op(node, rules.METHODS["transpose"], {"a": node.value},
+                                  receiver=node.value)
+        self.fail(node, f"attribute .{node.attr} is not supported",
+                  ".T .shape .ndim .size, and the methods in " + COVERAGE)
 
     def _binop(self, node) -> _Val:
+        if isinstance(node.op, ast.MatMult):
+            return self._array_op(node, rules.lookup(np.matmul), {"a": node.left,
+                                                                  "b": node.right})
         left, right = self._expr(node.left), self._expr(node.right)
         self._need_number(left, node.left)
         self._need_number(right, node.right)
@@ -445,13 +454,16 @@ class _Lowering:
                 expr = a / b
             case ast.Pow():
                 expr = a**b
+            case ast.MatMult():
+                return self._array_op(node, rules.lookup(np.matmul),
+                                      {"a": node.left, "b": node.right})
             case ast.FloorDiv():
                 expr = rules.Floor(a / b)
             case ast.Mod():
                 expr = a - b * rules.Floor(a / b)
             case _:
                 self.fail(node, f"operator {_OPS.get(type(node.op), '?')} is not supported yet",
-                          "+ - * / ** // %")
+                          "+ - * / ** // % @")
         code = ast.BinOp(left.code, node.op, right.code)
         calls = left.calls + right.calls
         if isinstance(node.op, ast.Pow) and not expr.is_Atom and not b.is_Number:
@@ -460,11 +472,6 @@ class _Lowering:
         return _Val(expr, code, calls)
 
     def _call(self, node) -> _Val:
-        fn = self._expr(node.func)
-        if fn.expr is not None or fn.value is MISSING:
-            self.fail(node.func, f"{ast.unparse(node.func)} is not a function",
-                      "call NumPy or math functions")
-        obj = fn.value
         for a in node.args:
             if isinstance(a, ast.Starred):
                 self.fail(a, "starred arguments (*args) are not supported",
@@ -473,16 +480,31 @@ class _Lowering:
             if k.arg is None:
                 self.fail(k.value, "keyword unpacking (**kwargs) is not supported",
                           "pass each argument by name")
+        if isinstance(node.func, ast.Attribute) and self._is_local_value(node.func.value):
+            return self._method(node)
+        fn = self._expr(node.func)
+        if fn.expr is not None or fn.value is MISSING:
+            self.fail(node.func, f"{ast.unparse(node.func)} is not a function",
+                      "call NumPy or math functions")
+        obj = fn.value
         if obj is stop_gradient:
             return self._stop_gradient(node)
         row = rules.lookup(obj)
         name = ast.unparse(node.func)
+        if row is None and rules.no_gradient(obj):
+            return self._constant(node)
         if row is None:
-            kind = "user functions" if isinstance(obj, types.FunctionType) else name
-            self.fail(node, f"{name} is not supported"
-                      + (" yet (calls of user functions)" if kind == "user functions" else ""),
+            if isinstance(obj, types.FunctionType):
+                self.fail(node, f"{name} is not supported yet (calls of user functions)",
+                          "write the helper's body inline, or wrap the call in stop_gradient")
+            self.fail(node, f"{name} is not supported",
                       "the NumPy and math functions in " + COVERAGE)
-        args = self._arguments(node, row, name)
+        positional = list(node.args)
+        if getattr(row, "sequence", "") == "operands" and len(positional) > 1:
+            # np.einsum(spec, a, b): the operands are the rest of the arguments.
+            positional = [positional[0], ast.copy_location(
+                ast.List(positional[1:], ast.Load()), positional[1])]
+        args = self._arguments(positional, node.keywords, row.params, row.optional, name, node)
         if isinstance(row, rules.Elementwise):
             vals = {p: self._expr(a) for p, a in args.items()}
             for p, v in vals.items():
@@ -497,34 +519,119 @@ class _Lowering:
             return _Val(expr, code, calls)
         return self._array_op(node, row, args)
 
-    def _arguments(self, node, row, name) -> dict:
-        if len(node.args) > len(row.params):
-            self.fail(node, f"{name} takes at most {len(row.params)} arguments here",
-                      f"{name}({', '.join(row.params)})")
-        args = dict(zip(row.params, node.args, strict=False))
-        for k in node.keywords:
-            if k.arg not in row.params or k.arg in args:
+    def _is_local_value(self, node) -> bool:
+        """Whether ``node`` is a value computed in the function (so .sum() is a method)."""
+        root = node
+        while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+            root = root.func if isinstance(root, ast.Call) else root.value
+        if not isinstance(root, ast.Name) or root.id in self.env or root.id in self.locals:
+            return True
+        return isinstance(self.parsed.namespace.lookup(root.id), np.ndarray)
+
+    def _method(self, node) -> _Val:
+        meth = node.func.attr
+        row = rules.METHODS.get(meth)
+        if row is None:
+            self.fail(node.func, f"the array method .{meth}() is not supported",
+                      ", ".join(f".{m}()" for m in sorted(rules.METHODS)) + "; " + COVERAGE)
+        params = row.params[1:]
+        positional = list(node.args)
+        if meth in ("reshape", "transpose") and len(positional) > 1:
+            # x.reshape(3, 4) means x.reshape((3, 4)).
+            positional = [ast.copy_location(ast.Tuple(positional, ast.Load()), positional[0])]
+        optional = len([p for p in params if p in row.defaults])
+        args = self._arguments(positional, node.keywords, params, optional,
+                               "." + meth, node)
+        return self._array_op(node, row, {row.params[0]: node.func.value, **args},
+                              receiver=node.func.value)
+
+    def _arguments(self, positional, keywords, params, optional, name, node) -> dict:
+        if len(positional) > len(params):
+            self.fail(node, f"{name} takes at most {len(params)} arguments here",
+                      f"{name}({', '.join(params)})")
+        args = dict(zip(params, positional, strict=False))
+        for k in keywords:
+            if k.arg not in params or k.arg in args:
                 self.fail(k.value, f"{name}(..., {k.arg}=...) is not supported",
-                          f"{name}({', '.join(row.params)}); " + COVERAGE)
+                          f"{name}({', '.join(params)}); " + COVERAGE)
             args[k.arg] = k.value
-        required = row.params[: len(row.params) - row.optional]
+        required = params[: len(params) - optional]
         missing = [p for p in required if p not in args]
         if missing:
             self.fail(node, f"{name} needs the argument {missing[0]!r}",
-                      f"{name}({', '.join(row.params)})")
-        return {p: args[p] for p in row.params if p in args}
+                      f"{name}({', '.join(params)})")
+        return {p: args[p] for p in params if p in args}
 
-    def _array_op(self, node, row, args) -> _Val:
-        operands = tuple((p, self._operand(self._expr(a), a)) for p, a in args.items())
+    def _array_op(self, node, row, args, receiver=None) -> _Val:
+        """An equation for an array operation; its operands become names first."""
+        operands, statics, codes = [], [], {}
+        for p, a in args.items():
+            if p == row.sequence:
+                if not isinstance(a, (ast.List, ast.Tuple)):
+                    self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
+                names = [self._operand(self._expr(e), e) for e in a.elts]
+                operands += [(p, n, i) for i, n in enumerate(names)]
+                codes[p] = ast.List([ast.Name(n, ast.Load()) for n in names], ast.Load())
+            elif p in row.vjp:
+                n = self._operand(self._expr(a), a)
+                operands.append((p, n, None))
+                codes[p] = ast.Name(n, ast.Load())
+            else:
+                code = self._constant_code(a)
+                if isinstance(code, ast.Name) and code.id in self.active:
+                    self.fail(a, f"{p} must not depend on the differentiated inputs",
+                              f"a constant {p}, such as a number or x.shape")
+                text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
+                statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
+                codes[p] = code
+        code = self._forward_code(node, row, codes, receiver)
         out = self.names.fresh("_t", numbered=True)
-        code = ast.Call(copy.copy(node.func), [ast.Name(n, ast.Load()) for _, n in operands],
-                        [])
-        inputs = tuple(n for _, n in operands)
+        inputs = tuple(dict.fromkeys(n for _, n, _ in operands))
         active = any(i in self.active for i in inputs)
         if active:
             self.active.add(out)
         self.eqns.append(Eqn(out, "array", code, self.line, inputs, active, op=row,
-                             operands=operands))
+                             operands=tuple(operands), statics=tuple(statics)))
+        return _Val(symbol(out), ast.Name(out, ast.Load()))
+
+    def _forward_code(self, node, row, codes, receiver):
+        """The user's own call (or operator, or method), with its operands renamed."""
+        if isinstance(node, ast.BinOp):
+            return ast.BinOp(codes["a"], node.op, codes["b"])
+        if isinstance(node, ast.Subscript):
+            return ast.Subscript(codes["a"], codes["index"], ast.Load())
+        if isinstance(node, ast.Attribute):  # x.T
+            return ast.Attribute(codes[row.params[0]], node.attr, ast.Load())
+        if receiver is not None:
+            func = ast.Attribute(codes[row.params[0]], node.func.attr, ast.Load())
+            rest = row.params[1:]
+        else:
+            func, rest = copy.copy(node.func), row.params
+        count = len(node.args)
+        if receiver is not None and node.func.attr in ("reshape", "transpose") and count > 1:
+            count = 1  # x.reshape(3, 4) was read as x.reshape((3, 4))
+        keywords_given = {k.arg for k in node.keywords}
+        params = [p for p in rest if p in codes and p not in keywords_given]
+        args = [codes[p] for p in params[:count]]
+        if row.sequence == "operands":
+            args = args[:1] + codes["operands"].elts
+        keywords = [ast.keyword(k.arg, codes[k.arg]) for k in node.keywords]
+        return ast.Call(func, args, keywords)
+
+    def _subscript(self, node) -> _Val:
+        if not self._is_local_value(node.value) or self._inactive(node.value):
+            return self._constant(node)
+        return self._array_op(node, rules.INDEX, {"a": node.value, "index": node.slice})
+
+    def _inactive(self, node) -> bool:
+        return isinstance(node, ast.Name) and node.id in self.env and \
+            self.env[node.id] not in self.active
+
+    def _constant(self, node) -> _Val:
+        """A value that carries no gradient (a shape, a mask, np.zeros_like...): run it."""
+        code = self._constant_code(node)
+        out = self.names.fresh("_t", numbered=True)
+        self.eqns.append(Eqn(out, "const", code, self.line, _names_in(code), False))
         return _Val(symbol(out), ast.Name(out, ast.Load()))
 
     def _stop_gradient(self, node) -> _Val:
@@ -532,7 +639,7 @@ class _Lowering:
             self.fail(node, "stop_gradient takes exactly one argument", "stop_gradient(x)")
         code = self._constant_code(node.args[0])
         out = self.names.fresh("_sg", numbered=True)
-        self.eqns.append(Eqn(out, "const", code, self.line, _names_in(code), False))
+        self.eqns.append(Eqn(out, "stop_gradient", code, self.line, _names_in(code), False))
         return _Val(symbol(out), ast.Name(out, ast.Load()))
 
     def _constant_code(self, node):

@@ -9,9 +9,10 @@ generated from these rows.
 from __future__ import annotations
 
 import builtins
+import importlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import sympy as sp
@@ -146,17 +147,26 @@ class Elementwise:
 
 @dataclass(frozen=True)
 class ArrayOp:
-    """An array operation: its spellings, its parameters, and a vector-Jacobian template.
+    """An array operation: its spellings, its parameters, and vector-Jacobian templates.
 
-    ``vjp`` maps the name of the operand to differentiate to a NumPy expression template
-    in the adjoint ``{g}``, the output ``{out}``, the operands by parameter name and ``{np}``.
+    ``vjp`` maps each differentiable parameter to a NumPy expression template in the
+    adjoint ``{g}``, the output ``{out}``, ``{np}``, and every parameter by name (operands
+    are names; other parameters are their code, or ``defaults`` when left out). A
+    ``sequence`` parameter takes a list of arrays; its template also sees ``{i}``, the
+    position in the list. ``method`` is the ndarray method spelling, if any.
     """
 
     names: tuple[str, ...]
     params: tuple[str, ...]
     vjp: dict[str, str]
-    optional: int = 0
+    defaults: dict[str, str] = field(default_factory=dict)
+    sequence: str = ""
+    method: str = ""
     note: str = ""
+
+    @property
+    def optional(self) -> int:
+        return len(self.defaults)
 
 
 E = Elementwise
@@ -222,12 +232,97 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
 )
 
 A = ArrayOp
+_RED = {"axis": "None", "keepdims": "False"}
+_UNREDUCE = "_unreduce({g}, {a}, {axis}, {keepdims})"
 ARRAY_OPS: tuple[ArrayOp, ...] = (
-    A(("np.sum",), ("a",), {"a": "{np}.broadcast_to({g}, {np}.shape({a}))"},
-      note="over all elements"),
-    A(("np.mean",), ("a",), {"a": "{np}.broadcast_to({g} / {np}.size({a}), {np}.shape({a}))"},
-      note="over all elements"),
+    A(("np.sum",), ("a", "axis", "keepdims"), {"a": _UNREDUCE}, _RED, method="sum"),
+    A(("np.mean",), ("a", "axis", "keepdims"), {"a": _UNREDUCE + " / _count({a}, {out})"}, _RED,
+      method="mean"),
+    A(("np.prod",), ("a", "axis", "keepdims"),
+      {"a": _UNREDUCE + " * _prod_others({a}, {axis})"}, _RED, method="prod",
+      note="exact where entries are zero"),
+    A(("np.max", "np.amax"), ("a", "axis", "keepdims"),
+      {"a": "_extreme_share({g}, {a}, {out}, {axis}, {keepdims})"}, _RED, method="max",
+      note="ties share the gradient equally"),
+    A(("np.min", "np.amin"), ("a", "axis", "keepdims"),
+      {"a": "_extreme_share({g}, {a}, {out}, {axis}, {keepdims})"}, _RED, method="min",
+      note="ties share the gradient equally"),
+    A(("np.var",), ("a", "axis", "ddof", "keepdims"),
+      {"a": _UNREDUCE + " * 2 * ({a} - {np}.mean({a}, {axis}, keepdims=True))"
+            " / (_count({a}, {out}) - {ddof})"},
+      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="var"),
+    A(("np.std",), ("a", "axis", "ddof", "keepdims"),
+      {"a": "_unreduce({g} / {out}, {a}, {axis}, {keepdims})"
+            " * ({a} - {np}.mean({a}, {axis}, keepdims=True)) / (_count({a}, {out}) - {ddof})"},
+      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="std"),
+    A(("np.linalg.norm",), ("x", "ord", "axis", "keepdims"),
+      {"x": "_unreduce({g} / {out}, {x}, {axis}, {keepdims}) * {x}"},
+      {"ord": "None", "axis": "None", "keepdims": "False"},
+      note="2-norm of vectors and Frobenius norm (ord None, 2 or 'fro')"),
+    A(("np.matmul",), ("a", "b"), {"a": "_matmul_grad({g}, {a}, {b}, 0)",
+                                   "b": "_matmul_grad({g}, {a}, {b}, 1)"},
+      note="also the @ operator; 1-D, 2-D and batched"),
+    A(("np.dot",), ("a", "b"), {"a": "_dot_grad({g}, {a}, {b}, 0)",
+                                "b": "_dot_grad({g}, {a}, {b}, 1)"}, method="dot",
+      note="scalars, 1-D and 2-D"),
+    A(("np.inner",), ("a", "b"), {"a": "_inner_grad({g}, {a}, {b}, 0)",
+                                  "b": "_inner_grad({g}, {a}, {b}, 1)"}),
+    A(("np.outer",), ("a", "b"), {"a": "_outer_grad({g}, {a}, {b}, 0)",
+                                  "b": "_outer_grad({g}, {a}, {b}, 1)"}),
+    A(("np.einsum",), ("subscripts", "operands"),
+      {"operands": "_einsum_grad({subscripts}, {g}, {operands}, {i})"}, sequence="operands",
+      note="explicit subscripts ('ij,jk->ik'), no repeated index within one operand"),
+    A(("np.trace",), ("a",), {"a": "{g} * {np}.eye(*{np}.shape({a}))"}, note="2-D"),
+    A(("np.transpose",), ("a", "axes"),
+      {"a": "_transpose_grad({g}, {axes})"},
+      {"axes": "None"}, method="transpose", note="also .T"),
+    A(("np.reshape",), ("a", "shape"), {"a": "{np}.reshape({g}, {np}.shape({a}))"},
+      method="reshape"),
+    A(("np.ravel",), ("a",), {"a": "{np}.reshape({g}, {np}.shape({a}))"}, method="ravel"),
+    A(("np.squeeze",), ("a", "axis"), {"a": "{np}.reshape({g}, {np}.shape({a}))"},
+      {"axis": "None"}, method="squeeze"),
+    A(("np.expand_dims",), ("a", "axis"), {"a": "{np}.reshape({g}, {np}.shape({a}))"}),
+    A(("np.broadcast_to",), ("array", "shape"), {"array": "_unbroadcast({g}, {array})"}),
+    A(("np.tile",), ("A", "reps"), {"A": "_untile({g}, {A}, {reps})"}),
+    A(("np.flip",), ("m", "axis"), {"m": "{np}.flip({g}, {axis})"}, {"axis": "None"}),
+    A(("np.concatenate",), ("arrays", "axis"),
+      {"arrays": "_part({g}, {arrays}, {i}, {axis}, 'concatenate')"}, {"axis": "0"},
+      sequence="arrays"),
+    A(("np.stack",), ("arrays", "axis"),
+      {"arrays": "_part({g}, {arrays}, {i}, {axis}, 'stack')"}, {"axis": "0"},
+      sequence="arrays"),
+    A(("np.hstack",), ("tup",), {"tup": "_part({g}, {tup}, {i}, None, 'hstack')"},
+      sequence="tup"),
+    A(("np.vstack",), ("tup",), {"tup": "_part({g}, {tup}, {i}, None, 'vstack')"},
+      sequence="tup"),
+    A(("np.where",), ("condition", "x", "y"),
+      {"x": "_unbroadcast({np}.where({condition}, {g}, 0.0), {x})",
+       "y": "_unbroadcast({np}.where({condition}, 0.0, {g}), {y})"},
+      note="the gradient flows to the branch chosen"),
 )
+
+A_LSE = A(("scipy.special.logsumexp",), ("a", "axis", "keepdims"),
+          {"a": _UNREDUCE + " * {np}.exp({a} - _unreduce({out}, {a}, {axis}, {keepdims}))"},
+          _RED, note="where SciPy is installed")
+ARRAY_OPS += (A_LSE,)
+
+# Reading by index, x[...]: basic slices, integer arrays (repeats accumulate), boolean masks.
+INDEX = A(("x[...]",), ("a", "index"), {"a": "_scatter({g}, {a}, {np}.index_exp[{index}])"},
+          note="slices, newaxis, integer arrays (repeats accumulate), boolean masks")
+
+# ndarray methods, by name, and the function each one is.
+METHODS = {row.method: row for row in ARRAY_OPS if row.method}
+METHODS["flatten"] = METHODS["ravel"]
+
+# Functions whose value carries no gradient: run as they are, constants to the differentiator.
+NO_GRADIENT = ("np.zeros_like", "np.ones_like", "np.full_like", "np.zeros", "np.ones",
+               "np.full", "np.eye", "np.identity", "np.arange", "np.linspace", "np.argmax",
+               "np.argmin", "np.argsort", "np.shape", "np.ndim", "np.size", "np.isnan",
+               "np.isfinite", "np.isinf", "len", "range", "int", "bool",
+               "np.logical_and", "np.logical_or", "np.logical_not", "np.greater",
+               "np.less", "np.equal")
+# Attributes of arrays that carry no gradient.
+NO_GRADIENT_ATTRIBUTES = ("shape", "ndim", "size", "dtype")
 
 _MODULES = {"np": np, "math": math}
 
@@ -237,7 +332,11 @@ def resolve_name(dotted: str):
     head, _, rest = dotted.partition(".")
     if not rest:
         return getattr(builtins, head)
-    obj = _MODULES[head]
+    if head == "scipy":
+        obj = importlib.import_module("scipy.special")
+        rest = rest.partition(".")[2]
+    else:
+        obj = _MODULES[head]
     for part in rest.split("."):
         obj = getattr(obj, part)
     return obj
@@ -247,17 +346,27 @@ def _index(rows):
     table = {}
     for row in rows:
         for name in row.names:
-            table[id(resolve_name(name))] = (resolve_name(name), row)
+            try:
+                obj = resolve_name(name)
+            except (ImportError, AttributeError):  # an optional module (SciPy) is missing
+                continue
+            table[id(obj)] = (obj, row)
     return table
 
 
 _BY_ID = {**_index(ELEMENTWISE), **_index(ARRAY_OPS)}
+_NO_GRADIENT_IDS = {id(resolve_name(n)) for n in NO_GRADIENT}
 
 
 def lookup(obj):
     """The row (Elementwise or ArrayOp) for a function object, or None."""
     hit = _BY_ID.get(id(obj))
     return hit[1] if hit is not None and hit[0] is obj else None
+
+
+def no_gradient(obj) -> bool:
+    """Whether ``obj`` is a function whose result carries no gradient (np.zeros_like...)."""
+    return id(obj) in _NO_GRADIENT_IDS
 
 
 def constant(value: float):

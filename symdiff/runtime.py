@@ -68,3 +68,151 @@ def _check_scalar(value, name):
 
 
 HELPERS = (_unbroadcast, _fit, _check_scalar)
+
+
+# --- vector-Jacobian helpers of array operations (see rules.ARRAY_OPS) ---
+
+
+def _axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axis = axis if isinstance(axis, tuple) else (axis,)
+    return tuple(sorted(a % ndim for a in axis))
+
+
+def _unreduce(g, x, axis=None, keepdims=False):
+    """Spread the adjoint of a reduction of ``x`` over ``axis`` back to x's shape."""
+    if not keepdims and np.ndim(x):
+        g = np.reshape(g, [1 if i in _axes(axis, np.ndim(x)) else n
+                           for i, n in enumerate(np.shape(x))])
+    return np.broadcast_to(g, np.shape(x))
+
+
+def _count(x, out):
+    """How many elements of ``x`` each element of the reduction ``out`` summarises."""
+    return np.size(x) / max(np.size(out), 1)
+
+
+def _extreme_share(g, x, out, axis=None, keepdims=False):
+    """np.max/np.min: the gradient split equally among the tied extreme entries."""
+    hit = x == _unreduce(out, x, axis, keepdims)
+    ties = np.sum(hit, axis=axis, keepdims=True)
+    return _unreduce(g, x, axis, keepdims) * hit / ties
+
+
+def _prod_others(x, axis=None):
+    """For each entry, the product of the others along ``axis`` (exact when x has zeros)."""
+    x = np.asarray(x, dtype=np.result_type(x, np.float64))
+    axes = _axes(axis, x.ndim)
+    rest = [i for i in range(x.ndim) if i not in axes]
+    moved = np.transpose(x, rest + list(axes))
+    flat = np.reshape(moved, moved.shape[: len(rest)] + (-1,))
+    ones = np.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.flip(np.cumprod(np.flip(np.concatenate([flat[..., 1:], ones], axis=-1), -1),
+                            axis=-1), -1)
+    return np.transpose(np.reshape(left * right, moved.shape), np.argsort(rest + list(axes)))
+
+
+def _matmul_grad(g, a, b, which):
+    """The adjoint of operand ``which`` (0: a, 1: b) of ``a @ b``, for 1-D to batched N-D."""
+    if np.ndim(a) == 1 and np.ndim(b) == 1:
+        return g * (b if which == 0 else a)
+    a2 = a[None, :] if np.ndim(a) == 1 else a
+    b2 = b[:, None] if np.ndim(b) == 1 else b
+    if np.ndim(a) == 1:
+        g = np.expand_dims(g, -2)
+    if np.ndim(b) == 1:
+        g = np.expand_dims(g, -1)
+    if which == 0:
+        d = g @ np.swapaxes(b2, -1, -2)
+        return np.reshape(_unbroadcast(d, a2), np.shape(a))
+    d = np.swapaxes(a2, -1, -2) @ g
+    return np.reshape(_unbroadcast(d, b2), np.shape(b))
+
+
+def _dot_grad(g, a, b, which):
+    """The adjoint of operand ``which`` of ``np.dot(a, b)`` (scalars, 1-D and 2-D)."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return _unbroadcast(g * (b if which == 0 else a), a if which == 0 else b)
+    if np.ndim(a) > 2 or np.ndim(b) > 2:
+        raise ValueError("symdiff differentiates np.dot of scalars, 1-D and 2-D arrays; "
+                         "use np.matmul or np.einsum for stacks of matrices")
+    return _matmul_grad(g, a, b, which)
+
+
+def _inner_grad(g, a, b, which):
+    """The adjoint of operand ``which`` of ``np.inner(a, b)`` (sums over the last axes)."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return _unbroadcast(g * (b if which == 0 else a), a if which == 0 else b)
+    na, nb = np.ndim(a), np.ndim(b)
+    if which == 0:
+        return np.tensordot(g, b, axes=(list(range(na - 1, na + nb - 2)), list(range(nb - 1))))
+    return np.tensordot(g, a, axes=(list(range(na - 1)), list(range(na - 1))))
+
+
+def _outer_grad(g, a, b, which):
+    """The adjoint of operand ``which`` of ``np.outer(a, b)``."""
+    if which == 0:
+        return np.reshape(g @ np.ravel(b), np.shape(a))
+    return np.reshape(np.ravel(a) @ g, np.shape(b))
+
+
+def _einsum_grad(spec, g, operands, which):
+    """The adjoint of operand ``which`` of ``np.einsum(spec, *operands)``."""
+    inputs, out = spec.replace(" ", "").split("->")
+    inputs = inputs.split(",")
+    mine = inputs[which]
+    others = [s for i, s in enumerate(inputs) if i != which]
+    there = set(out).union(*others)
+    kept = "".join(c for c in mine if c in there)
+    d = np.einsum(",".join([out] + others) + "->" + kept, g,
+                  *[x for i, x in enumerate(operands) if i != which])
+    # Indices only this operand has were summed away: spread the adjoint over them.
+    shape = [n if c in there else 1 for c, n in zip(mine, np.shape(operands[which]),
+                                                     strict=True)]
+    return np.broadcast_to(np.reshape(d, shape), np.shape(operands[which]))
+
+
+def _transpose_grad(g, axes=None):
+    """The adjoint of ``np.transpose(x, axes)``: the inverse permutation."""
+    return np.transpose(g, None if axes is None else np.argsort(axes))
+
+
+def _scatter(g, x, index):
+    """The adjoint of ``x[index]``: ``g`` placed at ``index`` in zeros; repeats accumulate."""
+    out = np.zeros_like(x, dtype=np.result_type(x, g, np.float64))
+    if any(isinstance(i, (list, np.ndarray)) and np.asarray(i).dtype != bool
+           for i in index):
+        np.add.at(out, index, g)
+    else:
+        out[index] = g
+    return out
+
+
+def _part(g, arrays, i, axis, how):
+    """The adjoint of ``arrays[i]`` in np.concatenate/stack/hstack/vstack(arrays)."""
+    if how == "stack":
+        return np.take(g, i, axis=axis)
+    if how == "vstack":
+        sizes = [np.shape(np.atleast_2d(a))[0] for a in arrays]
+        axis = 0
+    elif how == "hstack":
+        axis = 0 if np.ndim(arrays[0]) == 1 else 1
+        sizes = [np.shape(np.atleast_1d(a))[axis] for a in arrays]
+    else:
+        sizes = [np.shape(a)[axis] for a in arrays]
+    start = sum(sizes[:i])
+    part = np.take(g, np.arange(start, start + sizes[i]), axis=axis)
+    return np.reshape(part, np.shape(arrays[i]))
+
+
+def _untile(g, x, reps):
+    """The adjoint of ``np.tile(x, reps)``: the sum over the tiles."""
+    reps = (reps,) if np.ndim(reps) == 0 else tuple(reps)
+    n = max(len(reps), np.ndim(x))
+    reps = (1,) * (n - len(reps)) + reps
+    shape = (1,) * (n - np.ndim(x)) + np.shape(x)
+    split = [d for r, s in zip(reps, shape, strict=True) for d in (r, s)]
+    g = np.sum(np.reshape(g, split), axis=tuple(range(0, 2 * n, 2)))
+    return np.reshape(g, np.shape(x))

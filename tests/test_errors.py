@@ -134,11 +134,11 @@ CASES = {
           supported instead: return the scalar value to differentiate
         """),
     # Written without dedent: a tab in the source line stays a tab in the caret line.
-    "tabs_keep_the_caret_aligned": ("def f(x):\n\ty = x\n\treturn x @ y\n",
-                                    "F:3:9: operator @ is not supported yet\n"
-                                    "    \treturn x @ y\n"
+    "tabs_keep_the_caret_aligned": ("def f(x):\n\ty = x\n\treturn x << y\n",
+                                    "F:3:9: operator << is not supported yet\n"
+                                    "    \treturn x << y\n"
                                     "    \t       ^\n"
-                                    "  supported instead: + - * / ** // %"),
+                                    "  supported instead: + - * / ** // % @"),
 }
 
 
