@@ -522,8 +522,8 @@ class _Lowering:
     def _is_local_value(self, node) -> bool:
         """Whether ``node`` is a value computed in the function (so .sum() is a method)."""
         root = node
-        while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
-            root = root.func if isinstance(root, ast.Call) else root.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
         if not isinstance(root, ast.Name) or root.id in self.env or root.id in self.locals:
             return True
         return isinstance(self.parsed.namespace.lookup(root.id), np.ndarray)

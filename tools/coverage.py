@@ -17,8 +17,13 @@ def table() -> str:
     rows = ["| function | kind | notes |", "| --- | --- | --- |"]
     for row in rules.ELEMENTWISE:
         rows.append(f"| {', '.join(f'`{n}`' for n in row.names)} | elementwise | {row.note} |")
-    for row in rules.ARRAY_OPS:
-        rows.append(f"| {', '.join(f'`{n}`' for n in row.names)} | array | {row.note} |")
+    for row in (*rules.ARRAY_OPS, rules.INDEX):
+        names = [f"`{n}`" for n in row.names] + ([f"`.{row.method}()`"] if row.method else [])
+        rows.append(f"| {', '.join(names)} | array | {row.note} |")
+    rows.append("| `.T`, `.flatten()` | array | as np.transpose, np.ravel |")
+    no_grad = ", ".join(f"`{n}`" for n in rules.NO_GRADIENT)
+    attrs = ", ".join(f"`.{a}`" for a in rules.NO_GRADIENT_ATTRIBUTES)
+    rows.append(f"| {no_grad}, {attrs}, comparisons | no gradient | run as written |")
     return "\n".join(rows)
 
 

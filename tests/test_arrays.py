@@ -1,0 +1,154 @@
+"""Array operations: every row of rules.ARRAY_OPS against central differences, and conventions."""
+
+import numpy as np
+import pytest
+from gradcheck import check_grad, load
+
+from symdiff import SymdiffError, grad, rules
+
+# One or more cases per array row: (source of the body over x, y, shapes of x and y).
+CASES = {
+    "np.sum": [("np.sum(x ** 2)", (3, 4)), ("np.sum(np.sin(x), axis=0) @ y", (3, 4), (4,)),
+               ("np.sum(np.sin(x), axis=(0, 2), keepdims=True).sum()", (2, 3, 4)),
+               ("x.sum(1).sum() * 2", (3, 4)), ("np.sum(x * y)", (3, 1), (1, 4))],
+    "np.mean": [("np.mean(x ** 2)", (3, 4)), ("np.sum(np.mean(x ** 3, axis=-1))", (3, 4)),
+                ("x.mean(axis=0, keepdims=True).sum()", (3, 4))],
+    "np.prod": [("np.prod(x)", (4,)), ("np.sum(np.prod(x, axis=1))", (3, 4)),
+                ("x.prod()", (2, 2))],
+    "np.max": [("np.max(x ** 2)", (5,)), ("np.sum(np.max(x, axis=0) * y)", (3, 4), (4,)),
+               ("x.max(axis=1, keepdims=True).sum()", (3, 4))],
+    "np.min": [("np.min(x ** 2)", (5,)), ("np.sum(np.min(x, axis=1))", (3, 4)),
+               ("x.min()", (3, 4))],
+    "np.var": [("np.var(x)", (6,)), ("np.sum(np.var(x, axis=0, ddof=1))", (4, 3)),
+               ("x.var(axis=1).sum()", (3, 4))],
+    "np.std": [("np.std(x)", (6,)), ("np.sum(np.std(x, axis=1, keepdims=True))", (3, 4)),
+               ("x.std(ddof=1)", (5,))],
+    "np.linalg.norm": [("np.linalg.norm(x)", (5,)), ("np.linalg.norm(x)", (3, 4)),
+                       ("np.sum(np.linalg.norm(x, axis=1))", (3, 4))],
+    "np.matmul": [("np.sum((x @ y) ** 2)", (3, 4), (4, 2)), ("x @ y", (4,), (4,)),
+                  ("np.sum(np.sin(x @ y))", (3, 4), (4,)), ("np.sum(x @ y)", (4,), (4, 3)),
+                  ("np.sum(np.matmul(x, y) ** 2)", (2, 3, 4), (4, 5)),
+                  ("np.sum((x @ y) ** 2)", (2, 3, 4), (2, 4, 2))],
+    "np.dot": [("np.sum(np.dot(x, y) ** 2)", (3, 4), (4, 2)), ("np.dot(x, y)", (4,), (4,)),
+               ("x.dot(y).sum()", (3, 4), (4,)), ("np.sum(np.dot(x, y))", (), (3,))],
+    "np.inner": [("np.inner(x, y)", (4,), (4,)), ("np.sum(np.inner(x, y) ** 2)", (2, 4), (3, 4))],
+    "np.outer": [("np.sum(np.outer(x, y) ** 2)", (3,), (4,))],
+    "np.einsum": [("np.sum(np.einsum('ij,jk->ik', x, y) ** 2)", (3, 4), (4, 2)),
+                  ("np.einsum('ij,ij->', x, y)", (3, 4), (3, 4)),
+                  ("np.sum(np.einsum('ij->i', x) ** 2)", (3, 4))],
+    "np.trace": [("np.trace(x) ** 2", (3, 3))],
+    "np.transpose": [("np.sum(np.transpose(x) * y)", (3, 4), (4, 3)),
+                     ("np.sum(np.transpose(x, (2, 0, 1)) * y)", (2, 3, 4), (4, 2, 3)),
+                     ("np.sum(x.T * y)", (3, 4), (4, 3)),
+                     ("np.sum(x.transpose(1, 0) * y)", (3, 4), (4, 3))],
+    "np.reshape": [("np.sum(np.reshape(x, (4, 3)) * y)", (3, 4), (4, 3)),
+                   ("np.sum(x.reshape(-1, 2) ** 3)", (3, 4)),
+                   ("np.sum(x.reshape((2, 6)) ** 3)", (3, 4))],
+    "np.ravel": [("np.sum(np.ravel(x) * y)", (3, 4), (12,)),
+                 ("np.sum(x.flatten() * y)", (3, 4), (12,)), ("np.sum(x.ravel() ** 3)", (2, 2))],
+    "np.squeeze": [("np.sum(np.squeeze(x) * y)", (3, 1), (3,)),
+                   ("np.sum(x.squeeze(axis=1) ** 3)", (3, 1))],
+    "np.expand_dims": [("np.sum(np.expand_dims(x, 1) * y)", (3,), (3, 4))],
+    "np.broadcast_to": [("np.sum(np.broadcast_to(x, (3, 4)) * y)", (4,), (3, 4))],
+    "np.tile": [("np.sum(np.tile(x, (2, 3)) * y)", (2, 2), (4, 6)),
+                ("np.sum(np.tile(x, 3) * y)", (2,), (6,))],
+    "np.flip": [("np.sum(np.flip(x) * y)", (3, 4), (3, 4)),
+                ("np.sum(np.flip(x, axis=0) * y)", (3, 4), (3, 4))],
+    "np.concatenate": [("np.sum(np.concatenate([x, y, x]) ** 2)", (3,), (2,)),
+                       ("np.sum(np.concatenate([x, y], axis=1) ** 3)", (2, 3), (2, 2))],
+    "np.stack": [("np.sum(np.stack([x, y], axis=1) ** 3)", (3,), (3,)),
+                 ("np.sum(np.stack([x, x * y]) ** 3)", (2, 3), (2, 3))],
+    "np.hstack": [("np.sum(np.hstack([x, y]) ** 3)", (3,), (2,)),
+                  ("np.sum(np.hstack([x, y]) ** 3)", (2, 3), (2, 1))],
+    "np.vstack": [("np.sum(np.vstack([x, y]) ** 3)", (3,), (3,)),
+                  ("np.sum(np.vstack([x, y]) ** 3)", (2, 3), (1, 3))],
+    "np.where": [("np.sum(np.where(x > 0, x ** 2, np.sin(y)))", (3, 4), (3, 4)),
+                 ("np.sum(np.where(x > y, x, y) ** 2)", (3, 1), (1, 4)),
+                 ("np.sum(np.where(x > 0, x, 0.0))", (5,))],
+    "scipy.special.logsumexp": [("logsumexp(x)", (5,)),
+                                ("np.sum(logsumexp(x, axis=1) * y)", (3, 4), (3,))],
+    "x[...]": [("np.sum(x[1:] ** 2)", (5,)), ("np.sum(x[:, 0] * y)", (3, 4), (3,)),
+               ("np.sum(x[::2, -1] ** 3)", (5, 3)), ("x[2] * x[-1]", (4,)),
+               ("x[1, 2] ** 2", (3, 4)), ("np.sum(x[[0, 0, 2]] ** 3)", (4,)),
+               ("np.sum(x[x > 0] ** 3)", (6,)), ("np.sum(x[:, None] * y)", (3,), (3, 4)),
+               ("np.sum(x[:, np.newaxis] * y)", (3,), (3, 4)),
+               ("np.sum(x[:-1] * x[1:])", (6,))],
+}
+
+HEADER = "import numpy as np\nfrom scipy.special import logsumexp\n"
+
+
+def _cases():
+    for name, cases in CASES.items():
+        for k, (body, *shapes) in enumerate(cases):
+            yield pytest.param(name, body, shapes, id=f"{name}-{k}")
+
+
+def test_every_array_rule_has_cases():
+    rows = {row.names[0] for row in rules.ARRAY_OPS} | {rules.INDEX.names[0]}
+    assert rows == set(CASES)
+
+
+@pytest.mark.parametrize("name,body,shapes", list(_cases()))
+def test_array_rule_matches_central_differences(name, body, shapes):
+    pytest.importorskip("scipy")
+    rng = np.random.default_rng(abs(hash(body)) % 2**32)
+    params = ["x", "y"][: len(shapes)]
+    f = load(HEADER + f"def f({', '.join(params)}):\n    return {body}\n", "f")
+    args = tuple(rng.uniform(0.5, 1.5, s) * rng.choice([-1, 1], s) if s else 0.7
+                 for s in shapes)
+    if name == "np.prod":
+        args = (rng.uniform(0.5, 1.5, shapes[0]),)
+    check_grad(f, args, wrt=tuple(range(len(args))))
+
+
+def test_max_and_min_split_ties_equally():
+    f = load(HEADER + "def f(x):\n    return np.max(x)\ndef g(x):\n"
+             "    return np.sum(np.min(x, axis=1))\n")
+    np.testing.assert_allclose(grad(f.f)(np.array([1.0, 3.0, 3.0, 3.0])), [0, 1 / 3, 1 / 3, 1 / 3])
+    np.testing.assert_allclose(grad(f.g)(np.array([[1.0, 1.0], [0.0, 2.0]])),
+                               [[0.5, 0.5], [1.0, 0.0]])
+
+
+def test_prod_is_exact_at_zeros():
+    f = load(HEADER + "def f(x):\n    return np.prod(x)\n", "f")
+    np.testing.assert_allclose(grad(f)(np.array([2.0, 0.0, 3.0])), [0.0, 6.0, 0.0])
+    np.testing.assert_allclose(grad(f)(np.array([0.0, 0.0, 3.0])), [0.0, 0.0, 0.0])
+
+
+def test_repeated_integer_indices_accumulate():
+    f = load(HEADER + "def f(x):\n    return np.sum(x[np.array([0, 0, 0, 2])])\n", "f")
+    np.testing.assert_allclose(grad(f)(np.ones(3)), [3.0, 0.0, 1.0])
+
+
+def test_values_without_gradient_run_as_they_are():
+    f = load(HEADER + """
+def f(x):
+    n = x.shape[0]
+    z = np.zeros_like(x) + np.ones(x.shape) * x.ndim + len(x) + x.size
+    i = np.argmax(x)
+    r = np.arange(n) * 1.0 + np.linspace(0, 1, n) + np.eye(n)[0]
+    return np.sum(x * z + r * x) + x[i] ** 2
+""", "f")
+    x = np.array([0.3, 0.9, -0.2])
+    check_grad(f, (x,))
+
+
+def test_axis_must_not_depend_on_the_differentiated_input():
+    f = load(HEADER + "def f(x, k):\n    return np.sum(np.sum(x, axis=k))\n", "f")
+    with pytest.raises(SymdiffError, match="axis must not depend on the differentiated"):
+        grad(f, wrt=("x", "k")).source  # noqa: B018
+
+
+def test_unsupported_numpy_function_names_it_and_the_table():
+    f = load(HEADER + "def f(x):\n    return np.sum(np.cumsum(x))\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f).source  # noqa: B018
+    assert "np.cumsum is not supported" in str(e.value)
+    assert "coverage table in README.md" in str(e.value)
+
+
+def test_out_and_dtype_arguments_are_refused():
+    f = load(HEADER + "def f(x):\n    return np.sum(x, dtype=np.int32)\n", "f")
+    with pytest.raises(SymdiffError, match=r"np.sum\(..., dtype=...\) is not supported"):
+        grad(f).source  # noqa: B018
