@@ -107,6 +107,10 @@ def _number_temporaries(source: str, user_names) -> str:
     mapping = dict(zip(temps, pool, strict=True))
     if all(k == v for k, v in mapping.items()):
         return source
+    # An adjoint d_t3 belongs to _t3: it follows its temporary's new number.
+    adjoints = {"d" + k: "d" + v for k, v in mapping.items()}
+    if not set(adjoints.values()) & set(user_names):
+        mapping.update(adjoints)
     lines = source.splitlines(keepends=True)
     # Replace from the end so that earlier columns stay valid.
     for tok in reversed(tokens):

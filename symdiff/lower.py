@@ -138,6 +138,7 @@ class _Lowering:
         wrt_names = self._wrt(params, wrt)
         for p in params:
             self.env[p] = p
+            self.bound.add(p)
         self.active = set(wrt_names)
         body = self.node.body
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
@@ -321,7 +322,8 @@ class _Lowering:
                              expr=val.expr, calls=tuple(val.calls)))
 
     def _inputs(self, code):
-        known = set(self.env.values()) | set(self.data_globals) | {
+        # Every SSA name ever bound: a, b = b, a reads a parameter its first target rebinds.
+        known = self.bound | set(self.env.values()) | set(self.data_globals) | {
             e.out for e in self.eqns}
         return tuple(n for n in _names_in(code) if n in known)
 
@@ -453,7 +455,7 @@ class _Lowering:
             case ast.Div():
                 expr = a / b
             case ast.Pow():
-                expr = a**b
+                expr = a**b if b.is_Number else rules.Power(a, b)
             case ast.MatMult():
                 return self._array_op(node, rules.lookup(np.matmul),
                                       {"a": node.left, "b": node.right})
@@ -466,7 +468,7 @@ class _Lowering:
                           "+ - * / ** // % @")
         code = ast.BinOp(left.code, node.op, right.code)
         calls = left.calls + right.calls
-        if isinstance(node.op, ast.Pow) and not expr.is_Atom and not b.is_Number:
+        if isinstance(node.op, ast.Pow) and not b.is_Number:
             # x**y is worth keeping for the derivative x**y*log(x); x**2 is not.
             calls.append((expr, code))
         return _Val(expr, code, calls)

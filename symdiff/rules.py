@@ -117,6 +117,31 @@ class LogAddExp2(_NumpyFunction):
         return 2 ** (self.args[argindex - 1] - self)
 
 
+class LogOrZero(_NumpyFunction):
+    """log(x), but 0 where x == 0: the factor in d(x**y)/dy, which is 0 at x = 0 (JAX)."""
+
+    nargs = 1
+    numpy_template = "{np}.log({np}.where({0} == 0, 1.0, {0}))"
+
+    def fdiff(self, argindex=1):
+        return 1 / self.args[0]
+
+
+class Power(_NumpyFunction):
+    """x**y for a y that is not a number: y*x**(y-1), never y*x**y/x, which fails at x = 0."""
+
+    nargs = 2
+    numpy_template = "({0})**({1})"
+
+    def fdiff(self, argindex=1):
+        x, y = self.args
+        return y * Power(x, y - 1) if argindex == 1 else self * LogOrZero(x)
+
+
+def _power(x, y):
+    return x**y if getattr(y, "is_Number", False) else Power(x, y)
+
+
 def _clip(a, lo=None, hi=None):
     # As JAX: clip is minimum(maximum(a, lo), hi), so a tie with a bound splits the gradient.
     if lo is not None:
@@ -204,7 +229,7 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
       note="derivative sign(x), 0 at 0"),
     E(("np.sign",), ("x",), Sign, note="derivative 0"),
     E(("np.hypot", "math.hypot"), ("x", "y"), Hypot),
-    E(("np.power", "np.float_power", "math.pow", "pow"), ("x", "y"), lambda x, y: x**y,
+    E(("np.power", "np.float_power", "math.pow", "pow"), ("x", "y"), _power,
       (0.2, 2.0)),
     E(("np.add",), ("x", "y"), lambda x, y: x + y),
     E(("np.subtract",), ("x", "y"), lambda x, y: x - y),

@@ -12,7 +12,6 @@ step sizes disagree) are skipped with ``assume``.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from gradcheck import load
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -57,14 +56,12 @@ def expressions(draw, names=("x", "y"), depth=3, top=True):
 
 
 @st.composite
-def programs(draw, unpack_into_parameters=False):
+def programs(draw, unpack_into_parameters=True):
     """A function body: 2-5 statements over x, y and earlier names, then a return.
 
-    Unless ``unpack_into_parameters``, a tuple assignment never rebinds a parameter that
-    still holds its argument (x, y before any assignment to them): symdiff loses the
-    gradient through such a parameter when a later right-hand side reads it (see
-    test_tuple_unpacking_that_rebinds_a_parameter below). Parameters already reassigned,
-    and every local, may be unpacked into.
+    With ``unpack_into_parameters``, tuple assignments may rebind a parameter that still
+    holds its argument (x, y before any assignment to them), which once lost gradients
+    (see test_tuple_unpacking_that_rebinds_a_parameter below).
     """
     names = ["x", "y"]  # everything assigned so far, parameters included
     pristine = {"x", "y"}  # parameters not assigned yet
@@ -200,21 +197,13 @@ def test_random_expression_gradients_broadcast(expr, xs, y):
                                    err_msg=f"d/dx[{i}]")
 
 
-# --- bugs the property tests found (pinned, deterministic) ---
+# --- bugs the property tests found, pinned: unpacking that rebinds a parameter ---
 
-UNPACK_BUG = ("symdiff.lower._Lowering._inputs only knows names in env.values() and equation "
-              "outputs; after `x, y = ...` binds the first target x to x_1, a later right-hand "
-              "side that reads the parameter x gets no input, so its equation is marked inactive "
-              "and the gradient through it is dropped")
-
-
-@pytest.mark.xfail(strict=True, reason=UNPACK_BUG)
 def test_tuple_unpacking_that_rebinds_a_parameter():
     f = build(["x, y = y, x", "return 2 * x + y"])
     assert grad(f, wrt=(0, 1))(1.0, 2.0) == (1.0, 2.0)
 
 
-@pytest.mark.xfail(strict=True, reason=UNPACK_BUG)
 def test_tuple_unpacking_reads_a_parameter_it_rebinds():
     f = load("""
         def f(x):
