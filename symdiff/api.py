@@ -79,21 +79,20 @@ class Gradient:
         return built
 
 
-def _build(fun, wrt, with_value, as_tuple) -> _Built:
+def build_source(parsed, wrt, with_value=False, as_tuple=False):
+    """Run the pipeline on a parsed function: returns ``(ir, source)`` of its gradient.
+
+    Used by ``grad`` and by the CLI (which parses files without running them). Any failure
+    that is not a located SymdiffError is reported as one, never as a raw traceback.
+    """
     # SymPy is imported here, on first build, never by a cache hit.
-    from .compile import compile_source
     from .differentiate import differentiate
     from .emit import emit
     from .lower import lower
-    from .parse import parse
 
-    parsed = parse(fun)
     try:
         ir = lower(parsed, wrt)
-        program = differentiate(ir, with_value, as_tuple)
-        source = emit(program)
-        name = "grad_" + ir.name
-        fn, globs = compile_source(source, name, parsed.namespace, ir.np_alias)
+        return ir, emit(differentiate(ir, with_value, as_tuple))
     except SymdiffError:
         raise
     except Exception as e:  # a bug of ours: still say where, and not as a SymPy traceback
@@ -101,8 +100,16 @@ def _build(fun, wrt, with_value, as_tuple) -> _Built:
         err = SymdiffError(f"{where}: symdiff failed to differentiate {parsed.name} "
                            f"({type(e).__name__}: {e}); this is a bug in symdiff, please "
                            "report it with the function's source")
-        err.__cause__ = None
         raise err from None
+
+
+def _build(fun, wrt, with_value, as_tuple) -> _Built:
+    from .compile import compile_source
+    from .parse import parse
+
+    parsed = parse(fun)
+    ir, source = build_source(parsed, wrt, with_value, as_tuple)
+    fn, globs = compile_source(source, "grad_" + ir.name, parsed.namespace, ir.np_alias)
     fn.__defaults__ = getattr(fun, "__defaults__", None)
     fn.__kwdefaults__ = getattr(fun, "__kwdefaults__", None)
     return _Built(fn, source, globs, _refreshers(fun, ir.data_globals))

@@ -62,6 +62,19 @@ class Parsed:
     fn: object = None
 
 
+@dataclass(frozen=True)
+class FunctionSource:
+    """A function known only from its source (the CLI reads files without running them).
+
+    Stands where a function object would in a namespace; ``parse`` accepts it as is.
+    """
+
+    name: str
+    node: ast.FunctionDef
+    source: Source
+    namespace: Namespace = field(compare=False, default=None)
+
+
 def parse(fn) -> Parsed:
     """Find ``fn``'s definition in its source file and what its free names refer to.
 
@@ -71,6 +84,8 @@ def parse(fn) -> Parsed:
     >>> parse(f).node.name
     'f'
     """
+    if isinstance(fn, FunctionSource):
+        return Parsed(fn.name, fn.node, fn.source, fn.namespace, None)
     code = getattr(fn, "__code__", None)
     if code is None:
         raise SymdiffError(f"symdiff differentiates Python functions; got {type(fn).__name__}")
