@@ -1,0 +1,515 @@
+"""The stop_gradient examples: their gradients and results against independent references.
+
+Each example's differentiated functions are checked against gradients derived by hand in
+NumPy, and those references are themselves checked against central differences of a copy
+of the function in which every stop_gradient(expr) is a constant passed in (frozen at its
+value at the point). Each main() is run with its output captured, and its numbers are
+compared with the same procedure driven by the hand-derived gradients.
+"""
+
+import runpy
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gradcheck import numeric_grad
+
+from symdiff import grad
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def example(name):
+    """The example's globals (its functions keep their file, so symdiff can read them)."""
+    return runpy.run_path(str(EXAMPLES / f"{name}.py"))
+
+
+def run_main(name, capsys, argv=()):
+    mod = example(name)
+    result = mod["main"](list(argv))
+    return mod, result, capsys.readouterr().out
+
+
+def sigmoid(z):
+    return 1 / (1 + np.exp(-z))
+
+
+def assert_close(actual, expected, rtol=1e-9, atol=1e-12):
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+# --- regression_stop_gradient.py and var_list.py ---
+
+
+def regression_value(w1, w2, w3, x, target=None):
+    """The regression loss; ``target`` given: the stopped x @ (w2 * w3), frozen."""
+    a2 = x @ (w2 * w3) if target is None else target
+    return np.mean(np.square(x @ w1 - a2))
+
+
+def regression_grads(w1, w2, w3, x, stopped):
+    """By hand: L = mean(r**2), r = x @ w1 - x @ (w2 * w3) of shape (N, 1)."""
+    xr = 2 * x.T @ (x @ w1 - x @ (w2 * w3)) / len(x)
+    if stopped:
+        return xr, np.zeros_like(w2), np.zeros_like(w3)
+    return xr, -xr * w3, -xr * w2
+
+
+def regression_point(seed=1, n=20):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((5, 1)) for _ in range(3)] + [rng.standard_normal((n, 5))]
+
+
+def test_regression_references_match_central_differences():
+    w1, w2, w3, x = args = regression_point()
+    frozen = x @ (w2 * w3)
+    stopped = regression_grads(*args, stopped=True)
+    for i, g in enumerate(stopped):
+        assert_close(g, numeric_grad(regression_value, [*args, frozen], i), 1e-6, 1e-8)
+    for i, g in enumerate(regression_grads(*args, stopped=False)):
+        assert_close(g, numeric_grad(regression_value, args, i), 1e-6, 1e-8)
+
+
+def test_regression_gradient_matches_hand_derived():
+    mod = example("regression_stop_gradient")
+    args = regression_point()
+    ours = grad(mod["loss"], wrt=("w1", "w2", "w3"))(*args)
+    for g, ref in zip(ours, regression_grads(*args, stopped=True), strict=True):
+        assert g.shape == (5, 1)
+        assert_close(g, ref)
+    assert not np.any(ours[1]) and not np.any(ours[2])
+
+
+def test_regression_main_w1_converges_w2_w3_stay(capsys):
+    mod, res, out = run_main("regression_stop_gradient", capsys)
+    rng = np.random.default_rng(0)
+    w1, w2, w3 = (rng.standard_normal((5, 1)) for _ in range(3))
+    x0 = rng.standard_normal((100, 5))
+    for g, ref in zip(res["start_grads"], regression_grads(w1, w2, w3, x0, True), strict=True):
+        assert_close(g, ref)
+    expected = mod["descend"](lambda *a: regression_grads(*a, stopped=True), w1, w2, w3, rng)
+    for got, ref in zip((res["w1"], res["w2"], res["w3"]), expected, strict=True):
+        assert got.shape == (101, 5)
+        assert_close(got, ref, 1e-9, 1e-10)
+    assert (res["w2"] == w2[:, 0]).all() and (res["w3"] == w3[:, 0]).all()
+    assert np.max(np.abs(res["w1"][-1] - (w2 * w3)[:, 0])) < 1e-6
+    assert np.max(np.abs(res["w1"][0] - (w2 * w3)[:, 0])) > 0.5
+    assert "w2 moved by 0.0e+00, w3 moved by 0.0e+00" in out
+    assert "wrote" not in out
+
+
+def test_regression_plot_writes_a_png(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "weights.png"
+    _, _, out = run_main("regression_stop_gradient", capsys, ["--steps", "20", "--plot",
+                                                                str(path)])
+    assert f"wrote {path}" in out
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_regression_plot_without_matplotlib_says_so(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    path = tmp_path / "weights.png"
+    _, res, out = run_main("regression_stop_gradient", capsys, ["--steps", "5", "--plot",
+                                                                  str(path)])
+    assert "--plot needs matplotlib" in out and not path.exists()
+    assert res["w1"].shape == (6, 5)
+
+
+def test_var_list_gradient_matches_hand_derived():
+    mod = example("var_list")
+    args = regression_point(seed=2)
+    assert_close(grad(mod["loss"], wrt="w1")(*args), regression_grads(*args, stopped=False)[0])
+    plain = grad(mod["loss"], wrt=("w1", "w2", "w3"))(*args)
+    for g, ref in zip(plain, regression_grads(*args, stopped=False), strict=True):
+        assert_close(g, ref)
+    stopped = grad(mod["loss_stopped"], wrt=("w1", "w2", "w3"))(*args)
+    for g, ref in zip(stopped, regression_grads(*args, stopped=True), strict=True):
+        assert_close(g, ref)
+
+
+def test_var_list_main_matches_stop_gradient_and_updates_w1_only(capsys):
+    _, res, out = run_main("var_list", capsys)
+    rng = np.random.default_rng(0)
+    w1, w2, w3 = (rng.standard_normal((5, 1)) for _ in range(3))
+    x = rng.standard_normal((100, 5))
+    for a, b in zip(res["start"], (w1, w2, w3), strict=True):
+        assert (a == b).all()
+    plain, stopped = regression_grads(w1, w2, w3, x, False), regression_grads(w1, w2, w3, x, True)
+    assert_close(res["grad_w1"], plain[0])
+    assert_close(res["grad_w1"], res["stopped"][0])
+    for got, ref in zip(res["stopped"], stopped, strict=True):
+        assert_close(got, ref)
+    for got, ref in zip(res["plain"], plain, strict=True):
+        assert_close(got, ref)
+    assert np.min(np.abs(res["plain"][1])) > 0 and not np.any(res["stopped"][1])
+    w = w1
+    for _ in range(100):
+        w = w - 0.1 * regression_grads(w, w2, w3, rng.standard_normal((100, 5)), True)[0]
+    assert_close(res["w1"][-1], w[:, 0], 1e-9, 1e-10)
+    assert np.max(np.abs(res["w1"][-1] - (w2 * w3)[:, 0])) < 1e-6
+    assert "w2, w3 unchanged: True" in out
+
+
+# --- fgsm.py ---
+
+
+def logistic_grads(w, b, x, y):
+    """By hand: d/dz_i mean(softplus(z) - y z) = (sigmoid(z_i) - y_i) / N, z = x @ w + b."""
+    dz = (sigmoid(x @ w + b) - y) / len(y)
+    return x.T @ dz, float(np.sum(dz)), np.outer(dz, w)
+
+
+def logistic_value(w, b, x, y):
+    z = x @ w + b
+    return np.mean(np.logaddexp(0, z) - y * z)
+
+
+def adversarial_value(w, b, x, y, x_adv):
+    """adversarial_loss with the stopped FGSM example ``x_adv`` frozen."""
+    return 0.5 * logistic_value(w, b, x, y) + 0.5 * logistic_value(w, b, x_adv, y)
+
+
+def fgsm_example(w, b, x, y, eps):
+    return x + eps * np.sign(np.outer(sigmoid(x @ w + b) - y, w))
+
+
+def adversarial_grads(w, b, x, y, eps):
+    gw, gb, _ = logistic_grads(w, b, x, y)
+    aw, ab, _ = logistic_grads(w, b, fgsm_example(w, b, x, y, eps), y)
+    return 0.5 * (gw + aw), 0.5 * (gb + ab)
+
+
+def logistic_point(seed=3, n=12):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(2), float(rng.standard_normal()), rng.standard_normal((n, 2)),
+            rng.integers(2, size=n).astype(float))
+
+
+def test_fgsm_references_match_central_differences():
+    w, b, x, y = args = logistic_point()
+    for i, g in zip((0, 1, 2), logistic_grads(*args), strict=True):
+        assert_close(g, numeric_grad(logistic_value, args, i), 1e-6, 1e-8)
+    frozen = [*args, fgsm_example(*args, 0.3)]
+    for i, g in enumerate(adversarial_grads(*args, 0.3)):
+        assert_close(g, numeric_grad(adversarial_value, frozen, i), 1e-6, 1e-8)
+
+
+def test_fgsm_gradients_match_hand_derived():
+    mod = example("fgsm")
+    args = logistic_point()
+    gw, gb, gx = logistic_grads(*args)
+    ours_w, ours_b = grad(mod["loss"], wrt=("w", "b"))(*args)
+    assert_close(ours_w, gw)
+    assert_close(ours_b, gb)
+    assert isinstance(ours_b, float)
+    assert_close(grad(mod["loss"], wrt="x")(*args), gx)
+    aw, ab = grad(mod["adversarial_loss"], wrt=("w", "b"))(*args, 0.3)
+    rw, rb = adversarial_grads(*args, 0.3)
+    assert_close(aw, rw)
+    assert_close(ab, rb)
+
+
+def test_fgsm_main_flips_predictions_and_raises_the_loss(capsys):
+    mod, res, out = run_main("fgsm", capsys)
+    x, y, xt, yt, eps = (res[k] for k in ("x_train", "y_train", "x_test", "y_test", "eps"))
+    w, b = mod["train"](lambda *a: logistic_grads(*a)[:2], x, y)
+    assert_close(res["weights"][0], w)
+    assert_close(res["weights"][1], b)
+    x_adv = xt + eps * np.sign(logistic_grads(w, b, xt, yt)[2])
+    assert_close(res["x_adv"], x_adv)
+    before, after = logistic_value(w, b, xt, yt), logistic_value(w, b, x_adv, yt)
+    assert_close(res["loss"], (before, after))
+    assert after > before + 0.2
+    flipped = int(np.sum((xt @ w + b > 0) != (x_adv @ w + b > 0)))
+    assert res["flipped"] == flipped > 20
+    assert f"predictions flipped: {flipped}" in out
+    robust = mod["train"](adversarial_grads, x, y, extra=(eps,))
+    assert_close(res["robust"][0], robust[0])
+    assert_close(res["robust"][1], robust[1])
+    x_adv_robust = xt + eps * np.sign(logistic_grads(*robust, xt, yt)[2])
+
+    def accuracy(w, b, x):
+        return np.mean((x @ w + b > 0) == (yt == 1))
+
+    assert accuracy(*robust, x_adv_robust) > accuracy(w, b, x_adv)
+
+
+# --- em_gmm.py ---
+
+
+def gmm_log_joint(mu, log_var, logit, x):
+    """log(pi_k N(x_n | mu_k, var_k)), shape (N, K), for x of shape (N, 1)."""
+    log_pi = logit - np.log(np.sum(np.exp(logit)))
+    var = np.exp(log_var)
+    return log_pi - 0.5 * np.log(2 * np.pi * var) - (x - mu) ** 2 / (2 * var)
+
+
+def gmm_responsibilities(*params):
+    lj = gmm_log_joint(*params)
+    p = np.exp(lj - lj.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def gmm_objective_frozen(mu, log_var, logit, x, r):
+    """m_step_objective with the stopped responsibilities ``r`` frozen."""
+    return np.mean(np.sum(r * gmm_log_joint(mu, log_var, logit, x), axis=1))
+
+
+def gmm_log_likelihood(mu, log_var, logit, x):
+    lj = gmm_log_joint(mu, log_var, logit, x)
+    top = lj.max(axis=1, keepdims=True)
+    return np.mean(np.log(np.sum(np.exp(lj - top), axis=1)) + top[:, 0])
+
+
+def gmm_grads(mu, log_var, logit, x):
+    """By hand, r fixed: r-weighted Gaussian score terms, and mean(r) - pi for the logits."""
+    r = gmm_responsibilities(mu, log_var, logit, x)
+    var = np.exp(log_var)
+    n = len(x)
+    d_mu = np.sum(r * (x - mu), axis=0) / var / n
+    d_log_var = np.sum(r * ((x - mu) ** 2 / (2 * var) - 0.5), axis=0) / n
+    d_logit = np.mean(r, axis=0) - np.exp(logit) / np.sum(np.exp(logit))
+    return d_mu, d_log_var, d_logit
+
+
+def gmm_point(seed=4):
+    rng = np.random.default_rng(seed)
+    x = np.concatenate([rng.normal(-2, 1, 15), rng.normal(1.5, 0.7, 10)])[:, None]
+    return [rng.normal(0, 1, 3), rng.normal(0, 0.3, 3), rng.normal(0, 0.5, 3), x]
+
+
+def test_em_references_match_central_differences_and_the_likelihood():
+    args = gmm_point()
+    r = gmm_responsibilities(*args)
+    for i, g in enumerate(gmm_grads(*args)):
+        assert_close(g, numeric_grad(gmm_objective_frozen, [*args, r], i), 1e-6, 1e-8)
+        # Fisher's identity: with r stopped, the gradient is the log-likelihood's.
+        assert_close(g, numeric_grad(gmm_log_likelihood, args, i), 1e-6, 1e-8)
+
+
+def test_em_gradient_matches_hand_derived():
+    mod = example("em_gmm")
+    args = gmm_point()
+    ours = grad(mod["m_step_objective"], wrt=("mu", "log_var", "logit"))(*args)
+    for g, ref in zip(ours, gmm_grads(*args), strict=True):
+        assert g.shape == (3,)
+        assert_close(g, ref)
+    assert_close(mod["m_step_objective"](*args),
+                 gmm_objective_frozen(*args, gmm_responsibilities(*args)))
+
+
+def test_em_main_gradient_ascent_reaches_the_closed_form_m_step(capsys):
+    _, res, out = run_main("em_gmm", capsys)
+    x = res["x"]
+    params = res["start"]
+    for _ in range(500):
+        params = tuple(p + g for p, g in zip(params, gmm_grads(*params, x), strict=True))
+    for got, ref in zip(res["ascent"], params, strict=True):
+        assert_close(got, ref, 1e-8, 1e-10)
+
+    def readable(mu, log_var, logit):
+        return mu, np.exp(log_var), np.exp(logit) / np.sum(np.exp(logit))
+
+    # The closed-form M-step, written afresh: weighted means, variances, fractions.
+    r = gmm_responsibilities(*params, x)
+    nk = r.sum(axis=0)
+    mu = (r * x).sum(axis=0) / nk
+    m_step = (mu, (r * (x - mu) ** 2).sum(axis=0) / nk, nk / len(x))
+    for got, ref in zip(readable(*params), m_step, strict=True):
+        assert_close(got, ref, 0, 1e-7)
+    for got, ref in zip(readable(*res["m_step"]), m_step, strict=True):
+        assert_close(got, ref)
+    for got, ref in zip(readable(*res["em"]), m_step, strict=True):
+        assert_close(got, ref, 0, 1e-7)
+    assert np.all(np.abs(np.sort(mu) - [-4.0, 0.0, 3.5]) < 0.3)
+    assert gmm_log_likelihood(*params, x) > gmm_log_likelihood(*res["start"], x) + 0.5
+    gap = float(out.rsplit("largest difference between the ascent and its M-step:", 1)[1])
+    assert gap < 1e-7
+
+
+# --- rbm_cd.py ---
+
+
+def rbm_gibbs_reconstruction(W, b, c, v, u_h):
+    h = (u_h < sigmoid(v @ W + c)).astype(float)
+    return sigmoid(h @ W.T + b)
+
+
+def rbm_grads(W, b, c, v, u_h):
+    """By hand: d F(v) / dW = -v.T sigmoid(v W + c) etc.; the CD-1 gradient is data - model."""
+    vm = rbm_gibbs_reconstruction(W, b, c, v, u_h)
+    hd, hm = sigmoid(v @ W + c), sigmoid(vm @ W + c)
+    n = len(v)
+    return (-(v.T @ hd - vm.T @ hm) / n, -(v.sum(0) - vm.sum(0)) / n,
+            -(hd.sum(0) - hm.sum(0)) / n)
+
+
+def rbm_objective_frozen(W, b, c, v, v_model):
+    """cd1_objective with the stopped reconstruction ``v_model`` frozen."""
+    def free(u):
+        return -(u @ b) - np.sum(np.log1p(np.exp(u @ W + c)), axis=1)
+
+    return np.mean(free(v)) - np.mean(free(v_model))
+
+
+def rbm_point(seed=5):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(0, 0.5, (6, 4)), rng.normal(0, 0.5, 6), rng.normal(0, 0.5, 4),
+            (rng.random((9, 6)) < 0.5).astype(float), rng.random((9, 4)))
+
+
+def test_rbm_references_match_central_differences():
+    args = rbm_point()
+    frozen = [*args[:4], rbm_gibbs_reconstruction(*args)]
+    for i, g in enumerate(rbm_grads(*args)):
+        assert_close(g, numeric_grad(rbm_objective_frozen, frozen, i), 1e-6, 1e-8)
+
+
+def test_rbm_gradient_is_the_cd1_rule():
+    mod = example("rbm_cd")
+    args = rbm_point()
+    ours = grad(mod["cd1_objective"], wrt=("W", "b", "c"))(*args)
+    for g, ref in zip(ours, rbm_grads(*args), strict=True):
+        assert_close(g, ref)
+    frozen = [*args[:4], rbm_gibbs_reconstruction(*args)]
+    assert_close(mod["cd1_objective"](*args), rbm_objective_frozen(*frozen))
+
+
+def test_rbm_main_trains_with_the_cd1_rule(capsys):
+    _, res, out = run_main("rbm_cd", capsys)
+    rng = np.random.default_rng(0)
+    patterns = np.array([[1, 1, 1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 1, 1, 0, 0.0]])
+    data = patterns[rng.integers(2, size=100)]
+    data = np.abs(data - (rng.random(data.shape) < 0.05))
+    assert (res["data"] == data).all()
+    W, b, c = 0.1 * rng.standard_normal((8, 3)), np.zeros(8), np.zeros(3)
+    u_h = rng.random((100, 3))
+    for got, ref in zip(res["start_grads"], rbm_grads(W, b, c, data, u_h), strict=True):
+        assert_close(got, ref)
+    for _ in range(300):
+        gW, gb, gc = rbm_grads(W, b, c, data, rng.random((100, 3)))
+        W, b, c = W - 0.1 * gW, b - 0.1 * gb, c - 0.1 * gc
+    for got, ref in zip(res["params"], (W, b, c), strict=True):
+        assert_close(got, ref, 1e-7, 1e-9)
+    before, after = res["free_energy"]
+    assert np.max(after[:2]) < np.min(after[2:]) - 2      # the patterns became probable
+    assert np.all(np.abs(res["reconstruction"] - patterns) < 0.25)
+    assert out.count("largest |gradient + update| =") == 3
+
+
+# --- straight_through.py ---
+
+
+def ste_value(w, x, y, correction):
+    """loss with the stopped round(w / step) * step - w frozen."""
+    return np.mean(np.square(x @ (w + correction) - y))
+
+
+def ste_grad(w, x, y, step=0.25):
+    """By hand: the unrounded model's gradient 2/N x.T (x q - y), at q = the rounded w."""
+    q = np.round(w / step) * step
+    return 2 * x.T @ (x @ q - y) / len(y)
+
+
+def ste_point(seed=6):
+    rng = np.random.default_rng(seed)
+    return rng.normal(0, 1, 3), rng.standard_normal((15, 3)), rng.standard_normal(15)
+
+
+def test_straight_through_reference_matches_central_differences():
+    w, x, y = ste_point()
+    correction = np.round(w / 0.25) * 0.25 - w
+    assert_close(ste_grad(w, x, y), numeric_grad(ste_value, [w, x, y, correction], 0),
+                 1e-6, 1e-8)
+
+
+def test_straight_through_gradient_matches_hand_derived():
+    mod = example("straight_through")
+    w, x, y = ste_point()
+    assert_close(grad(mod["loss"], wrt="w")(w, x, y), ste_grad(w, x, y))
+    assert not np.any(grad(mod["loss_rounded"], wrt="w")(w, x, y))
+    assert_close(mod["loss"](w, x, y), mod["loss_rounded"](w, x, y))
+
+
+def test_straight_through_main(capsys):
+    _, res, out = run_main("straight_through", capsys)
+    x, y, w = res["x"], res["y"], res["w0"]
+    assert (res["rounding only"] == w).all()               # zero gradient: never moves
+    for _ in range(100):
+        w = w - 0.1 * ste_grad(w, x, y)
+    assert_close(res["straight-through"], w, 1e-9, 1e-12)
+    # The best weights on the grid, by brute force over a wide box around the true ones.
+    grid = np.arange(-8, 9) * 0.25
+    candidates = np.stack(np.meshgrid(grid, grid, grid), axis=-1).reshape(-1, 3)
+    losses = np.mean(np.square(candidates @ x.T - y), axis=1)
+    best = candidates[np.argmin(losses)]
+    assert_close(res["grid best"][1], best)
+    assert_close(res["grid best"][0], np.min(losses))
+    track = res["straight-through track"]
+    last = [q for _, q in track[50:]]
+    assert max(set(last), key=last.count) == tuple(best)  # mostly at the best grid point
+    assert min(track)[0] == pytest.approx(np.min(losses), rel=1e-12)
+    assert "gradient, rounding only:    [0. 0. 0.]" in out
+
+
+# --- td_target.py ---
+
+
+def td_grads(W, s, a, r, s_next, done, gamma, stopped=True):
+    """By hand: d/dW of 0.5 mean(delta**2), delta = target - Q(s, a), Q(s) = s @ W."""
+    q_next = s_next @ W
+    delta = r + gamma * (1 - done) * q_next.max(axis=1) - np.sum((s @ W) * a, axis=1)
+    g = -s.T @ (delta[:, None] * a) / len(r)
+    if not stopped:  # the target's own derivative, at its (unique) argmax
+        best = np.eye(W.shape[1])[np.argmax(q_next, axis=1)]
+        g = g + gamma * s_next.T @ ((delta * (1 - done))[:, None] * best) / len(r)
+    return g
+
+
+def td_value(W, s, a, r, s_next, done, gamma, frozen_max=None):
+    q_next = (s_next @ W).max(axis=1) if frozen_max is None else frozen_max
+    return 0.5 * np.mean(np.square(r + gamma * (1 - done) * q_next - np.sum((s @ W) * a, 1)))
+
+
+def td_point(seed=7, n=8):
+    rng = np.random.default_rng(seed)
+    eye = np.eye(4)
+    return [rng.standard_normal((4, 3)), rng.standard_normal((n, 4)),
+            eye[rng.integers(3, size=n)][:, :3], rng.standard_normal(n),
+            rng.standard_normal((n, 4)), (rng.random(n) < 0.25).astype(float), 0.9]
+
+
+def test_td_references_match_central_differences():
+    args = td_point()
+    frozen = (args[4] @ args[0]).max(axis=1)
+    assert_close(td_grads(*args), numeric_grad(td_value, [*args, frozen], 0), 1e-6, 1e-8)
+    assert_close(td_grads(*args, stopped=False), numeric_grad(td_value, args, 0), 1e-6, 1e-8)
+
+
+def test_td_gradient_flows_only_through_q_of_s():
+    mod = example("td_target")
+    args = td_point()
+    assert_close(grad(mod["td_loss"], wrt="W")(*args), td_grads(*args))
+    assert_close(grad(mod["residual_loss"], wrt="W")(*args), td_grads(*args, stopped=False))
+
+
+def test_td_main_converges_to_q_star(capsys):
+    mod, res, out = run_main("td_target", capsys)
+    s, a, r, s_next, done = mod["chain"]()
+    gamma = 0.9
+    one = res["one"]
+    assert (one[0] == np.eye(5)[2]).all() and (one[3] == np.eye(5)[3]).all()
+    semi = td_grads(res["W0"], *one, gamma)
+    assert np.count_nonzero(semi) == 1 and semi[2, 1] != 0
+    residual = td_grads(res["W0"], *one, gamma, stopped=False)
+    assert np.count_nonzero(residual) == 2 and np.count_nonzero(residual[3]) == 1
+    W = res["W0"]
+    for _ in range(300):
+        W = W - 5.0 * td_grads(W, s, a, r, s_next, done, gamma)
+    assert_close(res["W"], W, 1e-9, 1e-12)
+    q_star = np.array([[gamma ** (5 - max(i - 1, 0)), gamma ** (4 - i)] for i in range(5)])
+    assert_close(res["q_star"], q_star)
+    assert np.max(np.abs(res["W"] - q_star)) < 1e-6
+    assert "largest difference:" in out
