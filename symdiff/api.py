@@ -109,20 +109,19 @@ def _build(fun, wrt, with_value, as_tuple) -> _Built:
 
     parsed = parse(fun)
     ir, source = build_source(parsed, wrt, with_value, as_tuple)
-    fn, globs = compile_source(source, "grad_" + ir.name, parsed.namespace, ir.np_alias)
+    fn, globs = compile_source(source, "grad_" + ir.name, dict(ir.globals), ir.np_alias)
     fn.__defaults__ = getattr(fun, "__defaults__", None)
     fn.__kwdefaults__ = getattr(fun, "__kwdefaults__", None)
-    return _Built(fn, source, globs, _refreshers(fun, ir.data_globals))
+    return _Built(fn, source, globs, _refreshers(ir.data_globals))
 
 
-def _refreshers(fun, names) -> tuple:
-    cells = dict(zip(fun.__code__.co_freevars, fun.__closure__ or (), strict=False))
+def _refreshers(data_globals) -> tuple:
     out = []
-    for name in names:
-        if name in cells:
-            out.append((name, (lambda c: lambda: c.cell_contents)(cells[name])))
-        else:
-            out.append((name, (lambda g, n: lambda: g[n])(fun.__globals__, name)))
+    for name, where in data_globals:
+        if isinstance(where, dict):
+            out.append((name, (lambda g, n: lambda: g[n])(where, name)))
+        else:  # a closure cell
+            out.append((name, (lambda c: lambda: c.cell_contents)(where)))
     return tuple(out)
 
 

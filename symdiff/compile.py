@@ -11,14 +11,14 @@ import numpy as np
 
 from . import runtime
 from .errors import SymdiffError
-from .parse import MISSING, Namespace
 
 
-def compile_source(source: str, name: str, namespace: Namespace, np_alias: str = "np"):
+def compile_source(source: str, name: str, names: dict, np_alias: str = "np"):
     """Compile ``source`` (which defines ``name``) and return ``(function, globals dict)``.
 
     The globals hold NumPy under ``np_alias``, the runtime helpers, and every other free
-    name of the source as ``namespace`` resolves it. The source is registered in
+    name of the source as ``names`` maps it (the objects the user's code referred to). The
+    source is registered in
     ``linecache`` under a name derived from its hash, so ``inspect.getsource``,
     tracebacks and pdb show the generated lines.
     """
@@ -33,10 +33,8 @@ def compile_source(source: str, name: str, namespace: Namespace, np_alias: str =
             globs[free] = np
         elif hasattr(runtime, free) and free.startswith("_") or free == "SymdiffError":
             globs[free] = getattr(runtime, free)
-        else:
-            obj = namespace.lookup(free)
-            if obj is not MISSING:
-                globs[free] = obj
+        elif free in names:
+            globs[free] = names[free]
     exec(code, globs)
     fn = globs.get(name)
     if fn is None:  # pragma: no cover - emit always defines it

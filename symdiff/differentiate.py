@@ -5,16 +5,21 @@ Each elementwise equation ``v = e(a, b, ...)`` is differentiated on its own with
 contributions of one equation share common subexpressions (``sympy.cse``), and reuse the
 forward values: ``v`` itself, and any call in ``e`` that the derivative needs again is
 computed once in the forward sweep and kept in a temporary.
+
+Branches stay branches: the backward sweep tests the condition the forward sweep kept.
+Loops stay loops: each iteration appends the values its backward step needs to a tape,
+and the backward sweep runs over the tape in reverse.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 import sympy as sp
 
-from .lower import IR, Eqn, Names, symbol
+from .ir import IR, Eqn, If, Loop, Names, symbol
 
 
 @dataclass(frozen=True)
@@ -23,14 +28,25 @@ class Line:
 
     An adjoint update sets ``accumulate`` (add to the target's current value) and ``like``
     (the variable whose shape the contribution must be summed down to, when broadcasting
-    may have enlarged it). A line with an empty target is a statement or a comment.
+    may have enlarged it). A line with an empty target is a statement (value) or a heading
+    comment (value None) for the source line ``where``.
     """
 
     target: str
     value: object
-    line: int = 0
+    where: tuple[str, str] = ("", "")
     accumulate: bool = False
     like: str = ""
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class Block:
+    """A compound statement: ``header`` (``if c:``, ``for ...:``), its body and else part."""
+
+    header: str
+    body: tuple
+    orelse: tuple = ()
     comment: str = ""
 
 
@@ -39,8 +55,8 @@ class Program:
     """The generated gradient before printing."""
 
     ir: IR
-    forward: tuple[Line, ...]
-    backward: tuple[Line, ...]
+    forward: tuple
+    backward: tuple
     grads: tuple[tuple[str, str | None], ...]  # (parameter, its adjoint; None: zero)
     seed: str
     with_value: bool
@@ -49,73 +65,288 @@ class Program:
 
 def differentiate(ir: IR, with_value: bool = False, as_tuple: bool = False) -> Program:
     """Reverse-mode adjoint program for ``ir``: returns a Program for ``emit``."""
-    names = Names(ir.taken)
-    adjoint: dict[str, str] = {}
-    active = set(ir.wrt) | {e.out for e in ir.eqns if e.active}
-    backward: list[Line] = []
-    hoisted: dict[int, dict[int, str]] = {}  # equation index -> {id(call node): temporary}
+    return _Differentiator(ir).run(with_value, as_tuple)
 
-    seed = names.fresh("d" + ir.result)
-    adjoint[ir.result] = seed
-    for index in range(len(ir.eqns) - 1, -1, -1):
-        eqn = ir.eqns[index]
-        if not eqn.active or eqn.out not in adjoint:
-            continue
-        group: list[Line] = []
+
+class _Scope:
+    """Which adjoints are assigned so far in one block of the backward sweep."""
+
+    def __init__(self, parent, local):
+        self.parent = parent
+        self.local = local  # names this block defines; adjoints of others live outside
+        self.defined = set(parent.defined) if parent else set()
+        self.preinit: list[str] = []  # outer adjoints to set to zero before the block
+
+
+class _Differentiator:
+    def __init__(self, ir: IR):
+        self.ir = ir
+        self.names = Names(ir.taken)
+        self.adj: dict[str, str] = {}
+        self.active = set(ir.wrt)
+        self.hoisted: dict[int, dict[int, str]] = {}  # id(eqn) -> {id(call node): temp}
+        self.tapes: dict[int, tuple[str, tuple[str, ...]]] = {}  # id(loop) -> tape, names
+        _mark_active(ir.eqns, self.active)
+
+    def run(self, with_value, as_tuple) -> Program:
+        top = _Scope(None, set())
+        seed = self._adjoint(self.ir.result)
+        top.defined.add(self.ir.result)
+        backward = self._backward(self.ir.eqns, top)
+        forward = self._forward(self.ir.eqns)
+        grads = tuple((p, self.adj[p] if p in top.defined else None) for p in self.ir.wrt)
+        return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
+                       as_tuple)
+
+    def _adjoint(self, name) -> str:
+        if name not in self.adj:
+            self.adj[name] = self.names.fresh("d" + name)
+        return self.adj[name]
+
+    def _accumulate(self, target, contribution, scope: _Scope, lines, where, like=""):
+        name = self._adjoint(target)
+        if target in scope.defined:
+            lines.append(Line(name, contribution, where, accumulate=True, like=like))
+        elif scope.parent is None or target in scope.local:
+            lines.append(Line(name, contribution, where, like=like))
+            scope.defined.add(target)
+        else:  # an outer variable first reached inside a block: zero it before the block
+            scope.preinit.append(target)
+            scope.defined.add(target)
+            lines.append(Line(name, contribution, where, accumulate=True, like=like))
+
+    def _enter(self, scope: _Scope, child: _Scope, lines):
+        """Zero, before a block, the outer adjoints its backward sweep adds to."""
+        for target in dict.fromkeys(child.preinit):
+            if target in scope.defined:
+                continue
+            scope.defined.add(target)
+            if scope.parent is None or target in scope.local:
+                lines.append(Line(self._adjoint(target), f"_zeros({target})",
+                                  comment="nothing has flowed back to it yet"))
+            else:
+                scope.preinit.append(target)
+
+    # --- the backward sweep ---
+
+    def _backward(self, items, scope: _Scope) -> list:
+        lines: list = []
+        for item in reversed(items):
+            if isinstance(item, Eqn):
+                self._eqn(item, scope, lines)
+            elif isinstance(item, If):
+                self._if(item, scope, lines)
+            else:
+                self._loop(item, scope, lines)
+        return lines
+
+    def _eqn(self, eqn: Eqn, scope, lines):
+        if not eqn.active or eqn.out not in scope.defined:
+            return
+        group: list = []
         if eqn.kind == "elementwise":
-            hoisted[index] = _elementwise(eqn, adjoint, active, names, group)
+            self._elementwise(eqn, scope, group)
         elif eqn.kind == "array":
-            _array(eqn, adjoint, active, names, ir.np_alias, group)
+            self._array(eqn, scope, group)
         if group:
-            backward.append(Line("", None, eqn.line, comment=f"line {eqn.line}"))
-            backward.extend(group)
+            lines.append(Line("", None, eqn.where))
+            lines.extend(group)
 
-    forward: list[Line] = []
-    for index, eqn in enumerate(ir.eqns):
-        calls = hoisted.get(index, {})
-        for _, node in eqn.calls:
-            if id(node) in calls:
-                forward.append(Line(calls[id(node)], _replace(node, calls, skip=id(node)),
-                                    eqn.line))
-        forward.append(Line(eqn.out, _replace(eqn.code, calls), eqn.line,
-                            comment="stop_gradient: no gradient flows back"
-                            if eqn.kind == "stop_gradient" else ""))
-    grads = tuple((p, adjoint.get(p)) for p in ir.wrt)
-    return Program(ir, tuple(forward), tuple(backward), grads, seed, with_value, as_tuple)
+    def _elementwise(self, eqn: Eqn, scope, group):
+        dv = symbol(self.adj[eqn.out])
+        targets = [a for a in eqn.inputs if a in self.active]
+        partials = [sp.diff(eqn.expr, symbol(a)) for a in targets]
+        # Reuse forward values: the equation's own value, then every call needed again.
+        reuse = {} if eqn.expr.is_Atom else {eqn.expr: symbol(eqn.out)}
+        partials = [p.xreplace(reuse) for p in partials]
+        calls: dict[int, str] = {}
+        for expr, node in reversed(eqn.calls):
+            if expr != eqn.expr and any(p.has(expr) for p in partials):
+                calls[id(node)] = self.names.fresh("_t", numbered=True)
+                partials = [p.xreplace({expr: symbol(calls[id(node)])}) for p in partials]
+        self.hoisted[id(eqn)] = calls
+        kept = [(a, dv * p) for a, p in zip(targets, partials, strict=True) if p != 0]
+        if not kept:
+            return
+        temps = iter(lambda: symbol(self.names.fresh("_t", numbered=True)), None)
+        replacements, reduced = _cse([c for _, c in kept], temps)
+        for t, value in replacements:
+            group.append(Line(t.name, value, eqn.where))
+        # The value may be larger than an operand that NumPy broadcast: sum it back down.
+        broadcasts = len(eqn.inputs) > 1
+        for (a, _), c in zip(kept, reduced, strict=True):
+            self._accumulate(a, c, scope, group, eqn.where, a if broadcasts else "")
+
+    def _array(self, eqn: Eqn, scope, group):
+        op = eqn.op
+        fields = {**op.defaults, **dict(eqn.statics)}
+        for param, name, position in eqn.operands:
+            if position is None:
+                fields[param] = name
+        if op.sequence:
+            items = [n for p, n, i in eqn.operands if p == op.sequence]
+            fields[op.sequence] = "[" + ", ".join(items) + "]"
+        for param, name, position in eqn.operands:
+            if name in self.active and param in op.vjp:
+                code = op.vjp[param].format(g=self.adj[eqn.out], out=eqn.out,
+                                            np=self.ir.np_alias, i=position, **fields)
+                self._accumulate(name, code, scope, group, eqn.where)
+
+    def _if(self, item: If, scope, lines):
+        branches = []
+        for body, pick in ((item.then, 1), (item.orelse, 2)):
+            child = _Scope(scope, _defined_here(body, self.tapes, self.hoisted))
+            blines: list = []
+            for phi in item.phis:
+                merged, source = phi[0], phi[pick]
+                if merged in scope.defined and source in self.active:
+                    self._accumulate(source, self.adj[merged], child, blines, item.where)
+            blines += self._backward(body, child)
+            branches.append((child, blines))
+        if not any(blines for _, blines in branches):
+            return
+        for child, _ in branches:
+            self._enter(scope, child, lines)
+        then, orelse = (tuple(b) for _, b in branches)
+        lines.append(Line("", None, item.where))
+        lines.append(Block(f"if {item.cond}:", then or (Line("", "pass"),), orelse,
+                           comment="the branch the forward sweep took"))
+
+    def _loop(self, item: Loop, scope, lines):
+        carried = [(phi, init, nxt) for phi, init, nxt in item.carried if phi in self.active]
+        defined = _defined_here(item.body, self.tapes, self.hoisted) | {item.target}
+        child = _Scope(scope, defined)
+        blines: list = []
+        for phi, _, nxt in carried:
+            # The adjoint of this iteration's result is what flowed back to the variable so
+            # far; what flows to its value at the start of the iteration starts at zero.
+            blines.append(Line(self._adjoint(nxt), self._adjoint(phi), item.where))
+            blines.append(Line(self.adj[phi], f"_zeros({phi})", item.where))
+            child.defined.update((nxt, phi))
+        body = self._backward(item.body, child)
+        if not body:
+            return
+        blines += body
+        defined |= _defined_here(item.body, self.tapes, self.hoisted)  # now with the tapes of inner loops
+        needed = [n for n in dict.fromkeys(_loads(blines)) if n in defined or n in {
+            phi for phi, _, _ in item.carried}]
+        tape = self.names.fresh("_tape", numbered=True)
+        self.tapes[id(item)] = (tape, tuple(needed))
+        child.preinit += [phi for phi, _, _ in carried]
+        self._enter(scope, child, lines)
+        lines.append(Line("", None, item.where))
+        lines.append(Block(f"for {_unpack(needed)} in reversed({tape}):", tuple(blines),
+                           comment="the iterations in reverse"))
+        for phi, init, _ in carried:
+            if init is not None and init in self.active:
+                self._accumulate(init, self.adj[phi], scope, lines, item.where)
+
+    # --- the forward sweep ---
+
+    def _forward(self, items) -> list:
+        out: list = []
+        for item in items:
+            if isinstance(item, Eqn):
+                calls = self.hoisted.get(id(item), {})
+                for _, node in item.calls:
+                    if id(node) in calls:
+                        out.append(Line(calls[id(node)], _replace(node, calls, skip=id(node)),
+                                        item.where))
+                out.append(Line(item.out, _replace(item.code, calls), item.where,
+                                comment="stop_gradient: no gradient flows back"
+                                if item.kind == "stop_gradient" else ""))
+            elif isinstance(item, If):
+                then = self._forward(item.then) + [
+                    Line(m, ast.Name(t, ast.Load()), item.where) for m, t, _ in item.phis]
+                orelse = self._forward(item.orelse) + [
+                    Line(m, ast.Name(e, ast.Load()), item.where) for m, _, e in item.phis]
+                out.append(Block(f"if {item.cond}:", tuple(then) or (Line("", "pass"),),
+                                 tuple(orelse)))
+            else:
+                out.extend(self._forward_loop(item))
+        return out
+
+    def _forward_loop(self, item: Loop) -> list:
+        out = [Line(phi, init or "None", item.where, comment="carried from one iteration "
+                    "to the next") for phi, init, _ in item.carried]
+        tape = self.tapes.get(id(item))
+        body = self._forward(item.body)
+        if tape is not None:
+            out.append(Line(tape[0], "[]", item.where,
+                            comment="each iteration's values, for the backward sweep"))
+            body.append(Line("", f"{tape[0]}.append({_pack(tape[1])})", item.where))
+        body += [Line(phi, nxt, item.where) for phi, _, nxt in item.carried]
+        if item.break_flag:
+            body.append(Block(f"if {item.break_flag}:", (Line("", "break"),)))
+        header = (f"for {item.target} in {ast.unparse(item.header)}:" if item.kind == "for"
+                  else f"while {ast.unparse(item.header)}:")
+        out.append(Block(header, tuple(body) or (Line("", "pass"),)))
+        return out
 
 
-def _accumulate(target, contribution, adjoint, names, line, like, group):
-    if target in adjoint:
-        group.append(Line(adjoint[target], contribution, line, accumulate=True, like=like))
-    else:
-        adjoint[target] = names.fresh("d" + target)
-        group.append(Line(adjoint[target], contribution, line, like=like))
+def _mark_active(items, active):
+    for item in items:
+        if isinstance(item, Eqn):
+            if item.active:
+                active.add(item.out)
+        elif isinstance(item, If):
+            _mark_active(item.then, active)
+            _mark_active(item.orelse, active)
+            active.update(m for m, t, e in item.phis if t in active or e in active)
+        else:
+            active.update(p for p, i, _ in item.carried if i in active)
+            _mark_active(item.body, active)
+            active.update(p for p, _, n in item.carried if n in active)
 
 
-def _elementwise(eqn: Eqn, adjoint, active, names: Names, group) -> dict[int, str]:
-    dv = symbol(adjoint[eqn.out])
-    targets = [a for a in eqn.inputs if a in active]
-    partials = [sp.diff(eqn.expr, symbol(a)) for a in targets]
-    # Reuse forward values: the equation's own value, then every call that is needed again.
-    reuse = {} if eqn.expr.is_Atom else {eqn.expr: symbol(eqn.out)}
-    partials = [p.xreplace(reuse) for p in partials]
-    calls: dict[int, str] = {}
-    for expr, node in reversed(eqn.calls):
-        if expr != eqn.expr and any(p.has(expr) for p in partials):
-            calls[id(node)] = names.fresh("_t", numbered=True)
-            partials = [p.xreplace({expr: symbol(calls[id(node)])}) for p in partials]
-    kept = [(a, dv * p) for a, p in zip(targets, partials, strict=True) if p != 0]
-    if not kept:
-        return calls
-    temps = iter(lambda: symbol(names.fresh("_t", numbered=True)), None)
-    replacements, reduced = _cse([c for _, c in kept], temps)
-    for t, value in replacements:
-        group.append(Line(t.name, value, eqn.line))
-    # The value may be larger than an operand that NumPy broadcast: sum it back down.
-    broadcasts = len(eqn.inputs) > 1
-    for (a, _), c in zip(kept, reduced, strict=True):
-        _accumulate(a, c, adjoint, names, eqn.line, a if broadcasts else "", group)
-    return calls
+def _defined_here(items, tapes, hoisted) -> set[str]:
+    """The names a block's own statements assign (the block's locals)."""
+    names = set()
+    for item in items:
+        if isinstance(item, Eqn):
+            names.add(item.out)
+            names.update(hoisted.get(id(item), {}).values())
+        elif isinstance(item, If):
+            names.update(m for m, _, _ in item.phis)
+        else:
+            names.update(p for p, _, _ in item.carried)
+            if item.target:
+                names.add(item.target)
+            if id(item) in tapes:
+                names.add(tapes[id(item)][0])
+    return names
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _loads(lines) -> list[str]:
+    """Every name the backward lines read (a superset is fine: it is filtered later)."""
+    out = []
+    for line in lines:
+        if isinstance(line, Block):
+            out += _IDENT.findall(line.header) + _loads(line.body) + _loads(line.orelse)
+            continue
+        value = line.value
+        if isinstance(value, sp.Basic):
+            out += sorted(s.name for s in value.free_symbols)
+        elif isinstance(value, ast.AST):
+            out += [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
+        elif isinstance(value, str):
+            out += _IDENT.findall(value)
+        if line.like:
+            out.append(line.like)
+        if line.accumulate:
+            out.append(line.target)
+    return out
+
+
+def _pack(names) -> str:
+    return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
+
+
+def _unpack(names) -> str:
+    return _pack(names) if names else "_"
 
 
 def _cse(exprs, temps):
@@ -125,22 +356,6 @@ def _cse(exprs, temps):
         reduced = [r.xreplace({value: t}) for r in reduced]
         replacements[i + 1:] = [(u, v.xreplace({value: t})) for u, v in replacements[i + 1:]]
     return replacements, reduced
-
-
-def _array(eqn: Eqn, adjoint, active, names: Names, np_alias, group):
-    op = eqn.op
-    fields = {**op.defaults, **dict(eqn.statics)}
-    for param, name, position in eqn.operands:
-        if position is None:
-            fields[param] = name
-    if op.sequence:
-        items = [n for p, n, i in eqn.operands if p == op.sequence]
-        fields[op.sequence] = "[" + ", ".join(items) + "]"
-    for param, name, position in eqn.operands:
-        if name in active and param in op.vjp:
-            code = op.vjp[param].format(g=adjoint[eqn.out], out=eqn.out, np=np_alias,
-                                        i=position, **fields)
-            _accumulate(name, code, adjoint, names, eqn.line, "", group)
 
 
 def _replace(node, calls: dict[int, str], skip=None):

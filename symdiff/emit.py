@@ -12,7 +12,7 @@ import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
 
 from . import __version__
-from .differentiate import Line, Program
+from .differentiate import Block, Line, Program
 from .rules import _NumpyFunction
 
 
@@ -65,23 +65,10 @@ def emit(program: Program) -> str:
         "    rather than edit it.",
         '    """',
     ]
-    for line in program.forward:
-        out.append("    " + _statement(line, printer) + (
-            f"  # line {line.line}" + (f": {line.comment}" if line.comment else "")))
+    out += _lines(program.forward, printer, 1, forward=True)
     out.append(f"    _check_scalar({ir.result}, {ir.name!r})")
     out.append(f"    {program.seed} = 1.0")
-    source = ir.parsed.source
-    heading = None
-    for line in program.backward:
-        if not line.target:
-            if line.line == heading:
-                continue  # several equations from one line: one heading
-            heading = line.line
-            text = source.line_text(line.line)
-            text = text if len(text) <= 72 else text[:69] + "..."
-            out.append(f"    # grad of line {line.line}: {text}")
-        else:
-            out.append("    " + _statement(line, printer))
+    out += _lines(program.backward, printer, 1, forward=False)
     grads = [f"_fit({adj}, {p})" if adj else f"_fit(0.0, {p})" for p, adj in program.grads]
     result = grads[0] if len(grads) == 1 and not program.as_tuple else (
         "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")")
@@ -124,10 +111,41 @@ def _number_temporaries(source: str, user_names) -> str:
 _TEMP = re.compile(r"_t\d+")
 
 
+def _lines(lines, printer, depth, forward) -> list[str]:
+    """Source lines of a (nested) list of Lines and Blocks, ``depth`` levels indented."""
+    pad = "    " * depth
+    out, heading = [], None
+    for line in lines:
+        if isinstance(line, Block):
+            comment = f"  # {line.comment}" if line.comment else ""
+            out.append(pad + line.header + comment)
+            out += _lines(line.body, printer, depth + 1, forward)
+            if line.orelse:
+                out.append(pad + "else:")
+                out += _lines(line.orelse, printer, depth + 1, forward)
+            heading = None
+        elif line.value is None:  # a heading for the equations of one source line
+            if line.where != heading:
+                heading = line.where
+                label, text = line.where
+                text = text if len(text) <= 72 else text[:69] + "..."
+                out.append(f"{pad}# grad of {label}: {text}")
+        elif forward:
+            label = line.where[0]
+            notes = ": ".join(n for n in (label, line.comment) if n)
+            out.append(pad + _statement(line, printer) + (f"  # {notes}" if notes else ""))
+        else:
+            comment = f"  # {line.comment}" if line.comment else ""
+            out.append(pad + _statement(line, printer) + comment)
+    return out
+
+
 def _statement(line: Line, printer: Printer) -> str:
     value = line.value
     if isinstance(value, ast.stmt):
         return ast.unparse(value)
+    if not line.target:
+        return str(value)
     if isinstance(value, ast.AST):
         text = ast.unparse(value)
     elif isinstance(value, sp.Basic):

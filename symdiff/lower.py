@@ -20,68 +20,13 @@ import sympy as sp
 
 from . import rules
 from .errors import Problem, SymdiffError
-from .parse import MISSING, Parsed
+from .exits import RETURN, ExitError, single_exit
+from .ir import IR, Eqn, If, Loop, Names, symbol
+from .parse import MISSING, FunctionSource, Parsed
 from .runtime import stop_gradient
 
 COVERAGE = "the coverage table in README.md"
 RESERVED = ("np", "_unbroadcast", "_fit", "_check_scalar", "SymdiffError")
-
-
-@dataclass(frozen=True)
-class Eqn:
-    """``out = code``: one step of the forward sweep.
-
-    kind is "elementwise" (``expr`` is the SymPy image of ``code``, ``calls`` pairs each
-    call inside ``code`` with its image), "array" (``op`` with its ``operands``),
-    "const" (no gradient flows: stop_gradient contents), or "assert" (``code`` is the
-    whole statement, ``out`` empty).
-    """
-
-    out: str
-    kind: str
-    code: ast.AST
-    line: int
-    inputs: tuple[str, ...]
-    active: bool
-    expr: sp.Expr | None = None
-    calls: tuple[tuple[sp.Expr, ast.expr], ...] = ()
-    op: rules.ArrayOp | None = None
-    operands: tuple[tuple[str, str, int | None], ...] = ()  # (parameter, name, position)
-    statics: tuple[tuple[str, str], ...] = ()  # (parameter, code) of the other parameters
-
-
-@dataclass(frozen=True)
-class IR:
-    """A function lowered for differentiation."""
-
-    name: str
-    parsed: Parsed
-    params: tuple[str, ...]
-    wrt: tuple[str, ...]
-    eqns: tuple[Eqn, ...]
-    result: str
-    taken: frozenset[str]
-    user_names: frozenset[str]
-    data_globals: tuple[str, ...]
-    np_alias: str
-
-
-class Names:
-    """Fresh, deterministic names that never collide with the user's."""
-
-    def __init__(self, taken):
-        self.taken = set(taken)
-
-    def fresh(self, base: str, numbered: bool = False) -> str:
-        if not numbered and base not in self.taken:
-            self.taken.add(base)
-            return base
-        sep = "" if base.startswith("_") and base[1:].isalpha() else "_"
-        k = 0 if numbered else 1
-        while f"{base}{sep}{k}" in self.taken:
-            k += 1
-        self.taken.add(f"{base}{sep}{k}")
-        return f"{base}{sep}{k}"
 
 
 @dataclass
@@ -99,31 +44,32 @@ def lower(parsed: Parsed, wrt) -> IR:
     return _Lowering(parsed).run(wrt)
 
 
-def symbol(name: str) -> sp.Symbol:
-    return sp.Symbol(name, real=True)
-
-
 class _Lowering:
     def __init__(self, parsed: Parsed):
+        self.top = parsed
         self.parsed = parsed
         self.src = parsed.source
         self.node = parsed.node
-        self.eqns: list[Eqn] = []
+        self.eqns: list = []
         self.problems: list[Problem] = []
         self.env: dict[str, str] = {}
         self.active: set[str] = set()
-        self.data_globals: dict[str, None] = {}
+        self.data_globals: dict[str, object] = {}  # name -> dict or cell it is read from
+        self.globals_used: dict[str, object] = {}
         self.line = self.node.lineno
+        self.where = ("", "")
         self.bound: set[str] = set()
-        ids = {n.id for n in ast.walk(self.node) if isinstance(n, ast.Name)}
-        ids |= {a.arg for a in ast.walk(self.node) if isinstance(a, ast.arg)}
-        self.locals = {
-            n.id for n in ast.walk(self.node)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        }
+        self.maybe_unbound: set[str] = set()
+        self.local_functions: dict[str, FunctionSource] = {}
+        self.enclosing: dict[str, str] = {}  # a nested helper's view of its definer's names
+        self.stack: list = []
+        self.counter = 0
+        self.label = ""
+        ids = _identifiers(self.node)
+        self.locals = _assigned(self.node.body)
         self.np_alias = "np" if parsed.namespace.lookup("np") in (np, MISSING) or "np" not in ids \
             else "_np"
-        self.ids = ids
+        self.ids = set(ids)
         self.names = Names(ids | set(RESERVED) | {"_np", parsed.name, "grad_" + parsed.name})
 
     # --- errors ---
@@ -140,33 +86,29 @@ class _Lowering:
             self.env[p] = p
             self.bound.add(p)
         self.active = set(wrt_names)
-        body = self.node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            body = body[1:]
-        result = None
-        for i, stmt in enumerate(body):
-            self.line = stmt.lineno
-            try:
-                if isinstance(stmt, ast.Return):
-                    result = self._return(stmt)
-                    if i + 1 < len(body):
-                        self.fail(body[i + 1], "code after return is never run",
-                                  "end the function with its return statement")
-                    break
-                self._statement(stmt)
-            except SymdiffError as e:
-                self.problems.extend(e.problems)
-                self._poison(stmt)
-        if result is None and not self.problems:
+        a = self.node.args
+        for default in [*a.defaults, *[d for d in a.kw_defaults if d is not None]]:
+            for n in ast.walk(default):  # the generated def repeats the defaults' code
+                if isinstance(n, ast.Name) and self.parsed.namespace.lookup(n.id) is not MISSING:
+                    self._use_global(n, n.id)
+        try:
+            body = single_exit(_without_docstring(self.node.body), None, None)
+        except ExitError as e:
+            raise self.src.error(e.node, e.message, e.hint) from None
+        self._statements(body)
+        result = self.env.get(RETURN)
+        if not self.problems and (result is None or RETURN in self.maybe_unbound):
+            what = "has no return statement" if result is None else \
+                "does not return a value on every path"
             self.problems.append(self.src.problem(
-                self.node, f"{self.parsed.name} has no return statement",
+                self.node, f"{self.parsed.name} {what}",
                 "return the scalar value to differentiate"))
         if self.problems:
             raise SymdiffError(problems=tuple(self.problems))
         return IR(self.parsed.name, self.parsed, tuple(params), tuple(wrt_names),
                   tuple(self.eqns), result, frozenset(self.names.taken), frozenset(self.ids),
-                  tuple(self.data_globals), self.np_alias)
+                  tuple(self.data_globals.items()), self.np_alias,
+                  tuple(self.globals_used.items()))
 
     def _params(self):
         a = self.node.args
@@ -198,9 +140,20 @@ class _Lowering:
         # problems instead of "used before assignment".
         for n in ast.walk(stmt):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                self.env[n.id] = self.names.fresh(n.id)
+                self.env[n.id] = self.names.fresh(n.id.strip("<>") or "_t")
+                self.bound.add(self.env[n.id])
 
     # --- statements ---
+
+    def _statements(self, stmts):
+        for stmt in stmts:
+            self.line = stmt.lineno
+            self.where = (f"line {stmt.lineno}{self.label}", self.src.line_text(stmt.lineno))
+            try:
+                self._statement(stmt)
+            except SymdiffError as e:
+                self.problems.extend(e.problems)
+                self._poison(stmt)
 
     def _statement(self, stmt):
         match stmt:
@@ -223,6 +176,13 @@ class _Lowering:
                 pass
             case ast.Assert():
                 self._assert(stmt)
+            case ast.If():
+                self._if(stmt)
+            case ast.For() | ast.While():
+                self._loop(stmt)
+            case ast.FunctionDef(decorator_list=[]):
+                self.local_functions[stmt.name] = FunctionSource(
+                    stmt.name, stmt, self.src, self.parsed.namespace)
             case _:
                 self._unsupported_statement(stmt)
 
@@ -234,9 +194,8 @@ class _Lowering:
                           "build a new array (np.where, np.concatenate, arithmetic)")
         kinds = {
             ast.Try: "try", ast.With: "with", ast.Global: "global", ast.Nonlocal: "nonlocal",
-            ast.If: "if", ast.For: "for", ast.While: "while", ast.FunctionDef: "def",
-            ast.ClassDef: "class", ast.Import: "import", ast.ImportFrom: "import",
-            ast.Delete: "del", ast.Raise: "raise", ast.Match: "match",
+            ast.FunctionDef: "decorated def", ast.ClassDef: "class", ast.Import: "import",
+            ast.ImportFrom: "import", ast.Delete: "del", ast.Raise: "raise", ast.Match: "match",
             ast.AsyncFunctionDef: "async def", ast.AsyncFor: "async for",
             ast.AsyncWith: "async with",
         }
@@ -244,16 +203,19 @@ class _Lowering:
             kinds[ast.TryStar] = "try"
         what = kinds.get(type(stmt))
         if what is not None:
-            self.fail(stmt, f"'{what}' statements are not supported",
-                      "assignments, augmented assignments, return, assert, pass")
+            self.fail(stmt, f"'{what}' statements are not supported", _STATEMENTS)
         if isinstance(stmt, ast.Expr):
             self.fail(stmt, "an expression statement has no effect on the value",
                       "assign the value to a name, or remove the statement")
-        self.fail(stmt, f"{type(stmt).__name__} statements are not supported",
-                  "assignments, augmented assignments, return, assert, pass")
+        self.fail(stmt, f"{type(stmt).__name__} statements are not supported", _STATEMENTS)
 
     def _assign(self, target, value):
         if isinstance(target, ast.Name):
+            if target.id == RETURN and isinstance(value, ast.Tuple):
+                self.fail(value, "the function returns a tuple; a gradient needs a scalar "
+                          "output", "return one scalar (np.sum, np.mean reduce an array)")
+            if target.id == RETURN and isinstance(value, ast.Constant) and value.value is None:
+                self.fail(value, "return without a value", "return the scalar to differentiate")
             self._bind(target.id, self._expr(value), value)
             return
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -273,18 +235,29 @@ class _Lowering:
                                                lineno=target.lineno,
                                                col_offset=target.col_offset))
 
+    def _ssa(self, name) -> str:
+        """A fresh SSA name for ``name``: its own name first, then name_1, name_2, ..."""
+        if name.startswith("<"):  # a pseudo-variable: the return value, a break flag
+            base = "_ret" if name == RETURN else "_brk" if name.startswith("<break") else "_t"
+            return self.names.fresh(base, numbered=base == "_t")
+        if name in self.bound or name in self.globals_used:
+            return self.names.fresh(name)
+        return name
+
     def _bind(self, name, val: _Val, node):
         self._need_number(val, node)
-        # The first binding of a local keeps the user's name; later ones get name_1, name_2.
-        ssa = name if name not in self.env and name not in self.bound else self.names.fresh(name)
+        if name == RETURN and isinstance(val.code, ast.Name) and val.code.id in self.bound:
+            self.env[name] = val.code.id  # return x: the result is x itself, not a copy
+            return
+        ssa = self._ssa(name)
         self.bound.add(ssa)
         self._define(ssa, val)
         self.env[name] = ssa
 
     def _define(self, ssa, val: _Val):
         last = self.eqns[-1] if self.eqns else None
-        if last is not None and last.kind in ("array", "const", "stop_gradient") and isinstance(
-                val.code, ast.Name) and val.code.id == last.out:
+        if isinstance(last, Eqn) and last.kind in ("array", "const", "stop_gradient") and \
+                isinstance(val.code, ast.Name) and val.code.id == last.out:
             # x = np.sum(y): name the array equation itself rather than copy its temporary.
             self.names.taken.discard(last.out)
             self.eqns[-1] = dataclasses.replace(last, out=ssa)
@@ -293,23 +266,246 @@ class _Lowering:
         else:
             self._emit_elementwise(ssa, val)
 
-    def _return(self, stmt):
-        if stmt.value is None:
-            self.fail(stmt, "return without a value", "return the scalar to differentiate")
-        if isinstance(stmt.value, ast.Tuple):
-            self.fail(stmt.value, "the function returns a tuple; a gradient needs a scalar "
-                      "output", "return one scalar (np.sum, np.mean reduce an array)")
-        val = self._expr(stmt.value)
-        self._need_number(val, stmt.value)
-        if isinstance(val.code, ast.Name) and val.code.id in self.env.values():
-            return val.code.id
-        out = self.names.fresh("_ret")
-        self._define(out, val)
-        return out
-
     def _assert(self, stmt):
         code = self._constant_code(stmt)
-        self.eqns.append(Eqn("", "assert", code, stmt.lineno, _names_in(code), False))
+        self.eqns.append(Eqn("", "assert", code, stmt.lineno, _names_in(code), False,
+                             self.where))
+
+    # --- control flow ---
+
+    def _block(self, stmts):
+        """Lower ``stmts`` into a list of their own; returns (equations, env after)."""
+        saved = self.eqns
+        self.eqns = []
+        self._statements(stmts)
+        out, self.eqns = self.eqns, saved
+        return out, dict(self.env)
+
+    def _if(self, stmt):
+        cond = self._constant(stmt.test).code.id  # the branch taken, kept for the backward
+        where, line = self.where, self.line
+        before = dict(self.env)
+        then, env_then = self._block(stmt.body)
+        self.env = dict(before)
+        orelse, env_else = self._block(stmt.orelse)
+        self.where, self.line = where, line
+        phis, env = [], dict(before)
+        for name in dict.fromkeys([*env_then, *env_else]):
+            t, e = env_then.get(name), env_else.get(name)
+            if t == e:
+                env[name] = t
+                continue
+            if t is None or e is None:  # bound on one path only: unbound on the other
+                env[name] = t or e
+                self.maybe_unbound.add(name)
+                continue
+            merged = self._ssa(name)
+            self.bound.add(merged)
+            phis.append((merged, t, e))
+            env[name] = merged
+            if t in self.active or e in self.active:
+                self.active.add(merged)
+        self.env = env
+        self.eqns.append(If(cond, tuple(then), tuple(orelse), tuple(phis), line, where))
+
+    def _ifexp(self, node) -> _Val:
+        self.counter += 1
+        key = f"<ifexp{self.counter}>"
+        stmt = ast.copy_location(ast.If(node.test, [
+            ast.copy_location(ast.Assign([ast.Name(key, ast.Store())], node.body), node.body)], [
+            ast.copy_location(ast.Assign([ast.Name(key, ast.Store())], node.orelse),
+                              node.orelse)]), node)
+        where, line = self.where, self.line
+        self._if(stmt)
+        self.where, self.line = where, line
+        name = self.env[key]
+        return _Val(symbol(name), ast.Name(name, ast.Load()))
+
+    def _loop(self, stmt):
+        self.counter += 1
+        flag = f"<break{self.counter}>" if _breaks(stmt.body) else None
+        try:
+            body = single_exit(stmt.body, flag, stmt)
+        except ExitError as e:
+            self.fail(e.node, e.message, e.hint)
+        if flag is not None:
+            body = [ast.copy_location(ast.Assign([ast.Name(flag, ast.Store())],
+                                                 ast.Constant(False)), stmt)] + body
+        where, line = self.where, self.line
+        header, target, prologue = (self._iteration(stmt) if isinstance(stmt, ast.For)
+                                    else (None, None, []))
+        carried = [n for n in _assigned(body) if n not in _target_names(stmt)]
+        forced: set[str] = set()
+        while True:  # again if a variable turns out active only through the loop body
+            state = (len(self.eqns), set(self.names.taken), set(self.bound), set(self.active),
+                     dict(self.env), len(self.problems), set(self.maybe_unbound),
+                     dict(self.data_globals), dict(self.globals_used), self.counter)
+            phis = []
+            for name in carried:
+                init = self.env.get(name)
+                phi = self._ssa(name)
+                self.bound.add(phi)
+                if init in self.active or name in forced:
+                    self.active.add(phi)
+                phis.append((phi, init))
+                self.env[name] = phi
+            if isinstance(stmt, ast.While):
+                header = self._constant_code(stmt.test)
+            if target is not None:
+                self.bound.add(target[1])
+                self.env[target[0]] = target[1]
+            saved = self.eqns
+            self.eqns = []
+            for name, index_of in prologue:
+                self._bind(name, self._expr(index_of), index_of)
+            self._statements(body)
+            eqns, self.eqns = self.eqns, saved
+            nexts = [self.env.get(n, phi) for n, (phi, _) in zip(carried, phis, strict=True)]
+            late = {n for n, (phi, _), nxt in zip(carried, phis, nexts, strict=True)
+                    if nxt in self.active and phi not in self.active}
+            if not late:
+                break
+            forced |= late
+            (n_eqns, taken, bound, active, env, n_problems, unbound, data, used,
+             self.counter) = state
+            del self.eqns[n_eqns:]
+            del self.problems[n_problems:]
+            self.names.taken, self.bound, self.active, self.env = taken, bound, active, env
+            self.maybe_unbound, self.data_globals, self.globals_used = unbound, data, used
+        for name, (phi, _) in zip(carried, phis, strict=True):
+            self.env[name] = phi  # after the loop, a carried variable holds its last value
+        flag_name = dict(zip(carried, [p for p, _ in phis], strict=True)).get(flag)
+        self.where, self.line = where, line
+        self.eqns.append(Loop(
+            "for" if isinstance(stmt, ast.For) else "while", header,
+            target[1] if target else None,
+            tuple((phi, init, nxt) for (phi, init), nxt in zip(phis, nexts, strict=True)),
+            tuple(eqns), flag_name, line, where))
+
+    def _iteration(self, stmt):
+        """A for loop's header code, its index variable, and the names it binds each step.
+
+        ``range(...)`` loops run as written; loops over arrays (``for row in X``,
+        ``enumerate``, ``zip``) run over an index, reading ``row = X[k]``, so the gradient
+        flows back into ``X`` through indexing.
+        """
+        it, target = stmt.iter, stmt.target
+        fn = self._callee(it) if isinstance(it, ast.Call) else None
+        if fn is range:
+            if not isinstance(target, ast.Name):
+                self.fail(target, "a range loop binds one name", "for i in range(n):")
+            return self._constant_code(it), (target.id, self._ssa(target.id)), []
+        if fn is enumerate:
+            if len(it.args) != 1 or it.keywords or not (
+                    isinstance(target, ast.Tuple) and len(target.elts) == 2
+                    and all(isinstance(t, ast.Name) for t in target.elts)):
+                self.fail(it, "enumerate loops are supported in the form "
+                          "for i, row in enumerate(X)", "for i, row in enumerate(X):")
+            index, row = target.elts
+            array = self._iterable(it.args[0])
+            return (_range_len([self.env[array]]), (index.id, self._ssa(index.id)),
+                    [(row.id, _index_node(array, index.id, it))])
+        self.counter += 1
+        key = f"<k{self.counter}>"
+        k = (key, self.names.fresh("_k", numbered=True))
+        if fn is zip:
+            if it.keywords or not (isinstance(target, ast.Tuple) and len(target.elts) == len(
+                    it.args) and all(isinstance(t, ast.Name) for t in target.elts)):
+                self.fail(it, "zip loops are supported in the form for a, b in zip(A, B)",
+                          "for a, b in zip(A, B):")
+            arrays = [self._iterable(a) for a in it.args]
+            return (_range_len([self.env[a] for a in arrays]), k,
+                    [(t.id, _index_node(a, key, it)) for t, a in zip(target.elts, arrays,
+                                                                     strict=True)])
+        if not isinstance(target, ast.Name):
+            self.fail(target, "a loop over an array binds one name", "for row in X:")
+        array = self._iterable(it)
+        return _range_len([self.env[array]]), k, [(target.id, _index_node(array, key, it))]
+
+    def _iterable(self, node) -> str:
+        """The name of an array a loop runs over (evaluated once, before the loop)."""
+        val = self._expr(node)
+        if val.expr is None:
+            self.fail(node, f"cannot loop over {_describe(node)}",
+                      "for i in range(n), for row in X, enumerate(X), zip(A, B)")
+        name = self._operand(val, node)
+        self.counter += 1
+        key = f"<iter{self.counter}>"
+        self.env[key] = name
+        return key
+
+    def _callee(self, call):
+        if isinstance(call.func, ast.Name) and call.func.id not in self.env:
+            return self.parsed.namespace.lookup(call.func.id)
+        return None
+
+    # --- calls of user functions ---
+
+    def _inline(self, node, fn) -> _Val:
+        """A call of a user function: its body lowered in place, names kept apart."""
+        from .parse import parse
+
+        if any(f is fn for f in self.stack):
+            self.fail(node, f"{ast.unparse(node.func)} calls itself (recursion is not "
+                      "supported)", "a loop")
+        callee = parse(fn)
+        a = callee.node.args
+        if a.vararg or a.kwarg:
+            self.fail(node, f"{callee.name} takes *args or **kwargs, which are not supported",
+                      "name each parameter")
+        positional = [p.arg for p in (*a.posonlyargs, *a.args)]
+        keyword_only = [p.arg for p in a.kwonlyargs]
+        if len(node.args) > len(positional):
+            self.fail(node, f"{callee.name} takes {len(positional)} positional arguments",
+                      f"{callee.name}({', '.join(positional + keyword_only)})")
+        given = dict(zip(positional, node.args, strict=False))
+        for k in node.keywords:
+            if k.arg not in positional + keyword_only or k.arg in given:
+                self.fail(k.value, f"{callee.name} has no parameter {k.arg!r} (or it is "
+                          "given twice)", f"{callee.name}({', '.join(positional + keyword_only)})")
+            given[k.arg] = k.value
+        defaults = dict(zip(positional[len(positional) - len(a.defaults):], a.defaults,
+                            strict=True))
+        defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
+                         if d is not None})
+        args = {}
+        for p in positional + keyword_only:
+            if p in given:
+                args[p] = self._expr(given[p])
+            elif p not in defaults:
+                self.fail(node, f"{callee.name} needs the argument {p!r}",
+                          f"{callee.name}({', '.join(positional + keyword_only)})")
+        nested = isinstance(fn, FunctionSource) and fn.name in self.local_functions and \
+            self.local_functions[fn.name] is fn
+        saved = (self.parsed, self.src, self.env, self.locals, self.local_functions,
+                 self.enclosing, self.label, self.where, self.line)
+        self.stack.append(fn)
+        self.enclosing = {**self.enclosing, **self.env} if nested else {}
+        self.parsed, self.src, self.env = callee, callee.source, {}
+        self.locals, self.local_functions = _assigned(callee.node.body), {}
+        self.ids |= _identifiers(callee.node)
+        self.names.taken |= _identifiers(callee.node)
+        self.label = f" of {callee.name}"
+        try:
+            for p in positional + keyword_only:
+                val = args[p] if p in args else self._expr(defaults[p])
+                self._bind(p, val, given.get(p, node))
+            body = single_exit(_without_docstring(callee.node.body), None, None)
+            n_problems = len(self.problems)
+            self._statements(body)
+            if len(self.problems) > n_problems:
+                raise SymdiffError(problems=tuple(self.problems[n_problems:])) from None
+            result = self.env.get(RETURN)
+            if result is None or RETURN in self.maybe_unbound:
+                self.fail(callee.node, f"{callee.name} does not return a value on every path",
+                          "end every path with return")
+        except ExitError as e:
+            raise self.src.error(e.node, e.message, e.hint) from None
+        finally:
+            self.stack.pop()
+            (self.parsed, self.src, self.env, self.locals, self.local_functions,
+             self.enclosing, self.label, self.where, self.line) = saved
+        return _Val(symbol(result), ast.Name(result, ast.Load()))
 
     # --- equations ---
 
@@ -318,13 +514,13 @@ class _Lowering:
         active = any(i in self.active for i in inputs)
         if active:
             self.active.add(out)
-        self.eqns.append(Eqn(out, "elementwise", val.code, self.line, inputs, active,
+        self.bound.add(out)
+        self.eqns.append(Eqn(out, "elementwise", val.code, self.line, inputs, active, self.where,
                              expr=val.expr, calls=tuple(val.calls)))
 
     def _inputs(self, code):
         # Every SSA name ever bound: a, b = b, a reads a parameter its first target rebinds.
-        known = self.bound | set(self.env.values()) | set(self.data_globals) | {
-            e.out for e in self.eqns}
+        known = self.bound | set(self.env.values()) | set(self.data_globals)
         return tuple(n for n in _names_in(code) if n in known)
 
     def _operand(self, val: _Val, node) -> str:
@@ -375,8 +571,7 @@ class _Lowering:
             case ast.Compare() | ast.BoolOp() | ast.UnaryOp(op=ast.Not()):
                 return self._constant(node)  # a mask: no gradient flows through it
             case ast.IfExp():
-                self.fail(node, "conditional expressions (a if c else b) are not supported yet",
-                          COVERAGE)
+                return self._ifexp(node)
             case ast.Starred():
                 self.fail(node, "starred arguments (*args) are not supported",
                           "pass each argument by name or position")
@@ -391,28 +586,49 @@ class _Lowering:
         self.fail(node, f"{_describe(node)} is not supported", COVERAGE)
 
     def _name(self, node, name) -> _Val:
-        if name in self.env:
-            ssa = self.env[name]
+        ssa = self._local(node, name)
+        if ssa is not None:
             return _Val(symbol(ssa), ast.Name(ssa, ast.Load()))
+        if name in self.local_functions:
+            return _Val(None, ast.Name(name, ast.Load()), value=self.local_functions[name])
+        obj = self._use_global(node, name)
+        return self._global(obj, ast.Name(name, ast.Load()), data_name=name)
+
+    def _local(self, node, name) -> str | None:
+        """The SSA name a local variable has here, None for a global; fails if unbound."""
+        if name in self.env:
+            return self.env[name]
         if name in self.locals:
             self.fail(node, f"{name!r} is used before it is assigned",
                       "assign it on every path before its use")
+        return self.enclosing.get(name)
+
+    def _use_global(self, node, name):
+        """What a module-level or closure name refers to; recorded for the generated code."""
         obj = self.parsed.namespace.lookup(name)
         if obj is MISSING:
             self.fail(node, f"name {name!r} is not defined",
                       "parameters, local names, and module-level names")
-        return self._global(obj, ast.Name(name, ast.Load()), data_name=name)
+        if name in self.globals_used and self.globals_used[name] is not obj:
+            self.fail(node, f"{name!r} means one thing in {self.top.name} and another in "
+                      f"{self.parsed.name}", "give one of them another name")
+        if name in self.bound:
+            self.fail(node, f"{name!r} is a module-level name here and a local variable of "
+                      "a function that calls this one", "give one of them another name")
+        self.globals_used[name] = obj
+        self.names.taken.add(name)
+        return obj
 
     def _global(self, obj, code, data_name=None) -> _Val:
         if isinstance(obj, numbers.Real) and not isinstance(obj, bool) and \
                 isinstance(obj, (int, float, np.floating, np.integer)):
             if data_name is not None and obj not in (np.pi, np.e):
                 # A module-level number may be rebound: read its value at call time.
-                self.data_globals[data_name] = None
+                self.data_globals[data_name] = self.parsed.namespace.container(data_name)
                 return _Val(symbol(data_name), code, value=obj)
             return _Val(rules.constant(obj), code, value=obj)
         if isinstance(obj, np.ndarray) and data_name is not None:
-            self.data_globals[data_name] = None
+            self.data_globals[data_name] = self.parsed.namespace.container(data_name)
             return _Val(symbol(data_name), code, value=obj)
         return _Val(None, code, value=obj)
 
@@ -496,9 +712,8 @@ class _Lowering:
         if row is None and rules.no_gradient(obj):
             return self._constant(node)
         if row is None:
-            if isinstance(obj, types.FunctionType):
-                self.fail(node, f"{name} is not supported yet (calls of user functions)",
-                          "write the helper's body inline, or wrap the call in stop_gradient")
+            if isinstance(obj, (types.FunctionType, FunctionSource)):
+                return self._inline(node, obj)
             self.fail(node, f"{name} is not supported",
                       "the NumPy and math functions in " + COVERAGE)
         positional = list(node.args)
@@ -592,7 +807,8 @@ class _Lowering:
         active = any(i in self.active for i in inputs)
         if active:
             self.active.add(out)
-        self.eqns.append(Eqn(out, "array", code, self.line, inputs, active, op=row,
+        self.bound.add(out)
+        self.eqns.append(Eqn(out, "array", code, self.line, inputs, active, self.where, op=row,
                              operands=tuple(operands), statics=tuple(statics)))
         return _Val(symbol(out), ast.Name(out, ast.Load()))
 
@@ -633,7 +849,9 @@ class _Lowering:
         """A value that carries no gradient (a shape, a mask, np.zeros_like...): run it."""
         code = self._constant_code(node)
         out = self.names.fresh("_t", numbered=True)
-        self.eqns.append(Eqn(out, "const", code, self.line, _names_in(code), False))
+        self.bound.add(out)
+        self.eqns.append(Eqn(out, "const", code, self.line, _names_in(code), False,
+                             self.where))
         return _Val(symbol(out), ast.Name(out, ast.Load()))
 
     def _stop_gradient(self, node) -> _Val:
@@ -641,7 +859,9 @@ class _Lowering:
             self.fail(node, "stop_gradient takes exactly one argument", "stop_gradient(x)")
         code = self._constant_code(node.args[0])
         out = self.names.fresh("_sg", numbered=True)
-        self.eqns.append(Eqn(out, "stop_gradient", code, self.line, _names_in(code), False))
+        self.bound.add(out)
+        self.eqns.append(Eqn(out, "stop_gradient", code, self.line, _names_in(code), False,
+                             self.where))
         return _Val(symbol(out), ast.Name(out, ast.Load()))
 
     def _constant_code(self, node):
@@ -649,20 +869,89 @@ class _Lowering:
         code = copy.deepcopy(node)
         for n in ast.walk(code):
             if isinstance(n, ast.Name):
-                if n.id in self.env:
-                    n.id = self.env[n.id]
-                elif n.id in self.locals:
-                    self.fail(n, f"{n.id!r} is used before it is assigned",
-                              "assign it before its use")
-                elif self.parsed.namespace.lookup(n.id) is MISSING:
-                    self.fail(n, f"name {n.id!r} is not defined",
-                              "parameters, local names, and module-level names")
+                ssa = self._local(n, n.id)
+                if ssa is not None:
+                    n.id = ssa
+                elif n.id in self.local_functions:
+                    self.fail(n, f"{n.id} is defined inside the function, so the generated "
+                              "code cannot call it here", "define it at module level")
+                else:
+                    self._use_global(n, n.id)
         return code
 
 
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
         ast.MatMult: "@", ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<",
         ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
+
+
+_STATEMENTS = "assignments, if/else, for, while, return, assert, pass, nested def"
+
+
+def _without_docstring(body):
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return body
+
+
+def _scoped_walk(nodes):
+    """Nodes of ``nodes``, not descending into nested functions, lambdas or classes."""
+    todo = list(nodes)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                 ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _assigned(body) -> list[str]:
+    """Names a statement list assigns, in order of first assignment (nested defs aside)."""
+    found = {}
+    for stmt in body:
+        for n in sorted(_scoped_walk([stmt]), key=lambda n: (getattr(n, "lineno", 0),
+                                                              getattr(n, "col_offset", 0))):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                found.setdefault(n.id, None)
+    return list(found)
+
+
+def _identifiers(node) -> set[str]:
+    ids = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return ids | {a.arg for a in ast.walk(node) if isinstance(a, ast.arg)}
+
+
+def _target_names(stmt) -> set[str]:
+    if isinstance(stmt, ast.For):
+        return {n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name)}
+    return set()
+
+
+def _breaks(body) -> bool:
+    """Whether ``body`` has a break of its own loop (not of a loop nested in it)."""
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Break):
+            return True
+        if not isinstance(node, (ast.For, ast.While, ast.FunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _range_len(arrays) -> ast.expr:
+    lens = [ast.Call(ast.Name("len", ast.Load()), [ast.Name(a, ast.Load())], []) for a in arrays]
+    n = lens[0] if len(lens) == 1 else ast.Call(ast.Name("min", ast.Load()), lens, [])
+    return ast.Call(ast.Name("range", ast.Load()), [n], [])
+
+
+def _index_node(array_key, index_key, like) -> ast.expr:
+    node = ast.Subscript(ast.Name(array_key, ast.Load()), ast.Name(index_key, ast.Load()),
+                         ast.Load())
+    for n in ast.walk(node):
+        ast.copy_location(n, like)
+    return node
 
 
 def _names_in(code) -> tuple[str, ...]:

@@ -40,6 +40,11 @@ class Namespace:
 
     globals: Mapping[str, object]
     closure: Mapping[str, object] = field(default_factory=dict)
+    cells: Mapping[str, object] = field(default_factory=dict)
+
+    def container(self, name: str):
+        """Where ``name``'s current value is read at call time: its closure cell or globals."""
+        return self.cells.get(name, self.globals)
 
     def lookup(self, name: str):
         if name in self.closure:
@@ -98,14 +103,15 @@ def parse(fn) -> Parsed:
         )
     source = Source(filename, lines)
     node = _find_definition(fn, source)
-    closure = {}
+    closure, cells = {}, {}
     if fn.__closure__:
         for name, cell in zip(code.co_freevars, fn.__closure__, strict=True):
+            cells[name] = cell
             try:
                 closure[name] = cell.cell_contents
             except ValueError:  # a cell not yet filled: referenced before assignment
                 pass
-    return Parsed(fn.__name__, node, source, Namespace(fn.__globals__, closure), fn)
+    return Parsed(fn.__name__, node, source, Namespace(fn.__globals__, closure, cells), fn)
 
 
 def _find_definition(fn, source: Source) -> ast.FunctionDef:

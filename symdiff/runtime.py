@@ -48,6 +48,13 @@ def _unbroadcast(g, x):
     return g
 
 
+def _zeros(x):
+    """A zero adjoint shaped like ``x``: where nothing has flowed back yet."""
+    if type(x) in _SCALARS:
+        return 0.0
+    return np.zeros(np.shape(x))
+
+
 def _fit(g, x):
     """The gradient ``g`` as the caller expects it: x's shape, float64, a fresh array."""
     if type(g) is float and type(x) is float:

@@ -33,7 +33,7 @@ CASES = {
         F:3:5: 'try' statements are not supported
                 try:
                 ^
-          supported instead: assignments, augmented assignments, return, assert, pass
+          supported instead: assignments, if/else, for, while, return, assert, pass, nested def
         """),
     "with": ("""
         def f(x):
@@ -44,7 +44,7 @@ CASES = {
         F:3:5: 'with' statements are not supported
                 with open('a') as h:
                 ^
-          supported instead: assignments, augmented assignments, return, assert, pass
+          supported instead: assignments, if/else, for, while, return, assert, pass, nested def
         """),
     "inplace": ("""
         def f(x):
@@ -103,7 +103,7 @@ CASES = {
         F:3:5: 'global' statements are not supported
                 global G
                 ^
-          supported instead: assignments, augmented assignments, return, assert, pass
+          supported instead: assignments, if/else, for, while, return, assert, pass, nested def
         """),
     "unsupported_keyword": ("""
         import numpy as np

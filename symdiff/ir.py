@@ -1,0 +1,110 @@
+"""The IR that ``lower`` produces: equations, branches and loops over SSA names."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+import sympy as sp
+
+from . import rules
+from .parse import Parsed
+
+
+@dataclass(frozen=True)
+class Eqn:
+    """``out = code``: one step of the forward sweep.
+
+    kind is "elementwise" (``expr`` is the SymPy image of ``code``, ``calls`` pairs each
+    call inside ``code`` with its image), "array" (``op`` with its ``operands``),
+    "const" (no gradient flows: stop_gradient contents), or "assert" (``code`` is the
+    whole statement, ``out`` empty).
+    """
+
+    out: str
+    kind: str
+    code: ast.AST
+    line: int
+    inputs: tuple[str, ...]
+    active: bool
+    where: tuple[str, str] = ("", "")  # (label such as "line 5", the source line's text)
+    expr: sp.Expr | None = None
+    calls: tuple[tuple[sp.Expr, ast.expr], ...] = ()
+    op: rules.ArrayOp | None = None
+    operands: tuple[tuple[str, str, int | None], ...] = ()  # (parameter, name, position)
+    statics: tuple[tuple[str, str], ...] = ()  # (parameter, code) of the other parameters
+
+
+@dataclass(frozen=True)
+class IR:
+    """A function lowered for differentiation."""
+
+    name: str
+    parsed: Parsed
+    params: tuple[str, ...]
+    wrt: tuple[str, ...]
+    eqns: tuple[Eqn, ...]
+    result: str
+    taken: frozenset[str]
+    user_names: frozenset[str]
+    data_globals: tuple[tuple[str, object], ...]  # (name, the dict or cell it is read from)
+    np_alias: str
+    globals: tuple[tuple[str, object], ...] = ()  # every free name of the code: its object
+
+
+class Names:
+    """Fresh, deterministic names that never collide with the user's."""
+
+    def __init__(self, taken):
+        self.taken = set(taken)
+
+    def fresh(self, base: str, numbered: bool = False) -> str:
+        if not numbered and base not in self.taken:
+            self.taken.add(base)
+            return base
+        sep = "" if base.startswith("_") and base[1:].isalpha() else "_"
+        k = 0 if numbered else 1
+        while f"{base}{sep}{k}" in self.taken:
+            k += 1
+        self.taken.add(f"{base}{sep}{k}")
+        return f"{base}{sep}{k}"
+
+
+@dataclass(frozen=True)
+class If:
+    """``if cond: then else: orelse``; ``phis`` are (merged, from then, from else) names.
+
+    ``cond`` names the value that decided the branch, kept for the backward sweep.
+    """
+
+    cond: str
+    then: tuple
+    orelse: tuple
+    phis: tuple[tuple[str, str, str], ...]
+    line: int
+    where: tuple[str, str] = ("", "")
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A ``for`` over ``header`` (an iterable's code) or a ``while`` on ``header`` (a test).
+
+    ``carried`` are (phi, initial, next) names: phi holds a variable at the start of each
+    iteration, next its value at the end. ``break_flag`` names the value that ends the loop
+    after an iteration that ran ``break``.
+    """
+
+    kind: str
+    header: ast.AST
+    target: str | None
+    carried: tuple[tuple[str, str | None, str], ...]
+    body: tuple
+    break_flag: str | None
+    line: int
+    where: tuple[str, str] = ("", "")
+
+
+def symbol(name: str) -> sp.Symbol:
+    return sp.Symbol(name, real=True)
+
+
