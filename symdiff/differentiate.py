@@ -227,7 +227,8 @@ class _Differentiator:
         if not body:
             return
         blines += body
-        defined |= _defined_here(item.body, self.tapes, self.hoisted)  # now with the tapes of inner loops
+        # Again, now that inner loops have their tapes.
+        defined |= _defined_here(item.body, self.tapes, self.hoisted)
         needed = [n for n in dict.fromkeys(_loads(blines)) if n in defined or n in {
             phi for phi, _, _ in item.carried}]
         tape = self.names.fresh("_tape", numbered=True)
