@@ -326,7 +326,10 @@ def _loads(lines) -> list[str]:
     out = []
     for line in lines:
         if isinstance(line, Block):
-            out += _IDENT.findall(line.header) + _loads(line.body) + _loads(line.orelse)
+            # A for header binds its targets: only what follows " in " is read.
+            read = line.header.split(" in ", 1)[1] if line.header.startswith("for ") else \
+                line.header
+            out += _IDENT.findall(read) + _loads(line.body) + _loads(line.orelse)
             continue
         value = line.value
         if isinstance(value, sp.Basic):

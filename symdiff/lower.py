@@ -204,6 +204,10 @@ class _Lowering:
         what = kinds.get(type(stmt))
         if what is not None:
             self.fail(stmt, f"'{what}' statements are not supported", _STATEMENTS)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom,
+                                                                    ast.Await)):
+            self.fail(stmt, "generators and coroutines are not supported",
+                      "a plain function that returns a scalar")
         if isinstance(stmt, ast.Expr):
             self.fail(stmt, "an expression statement has no effect on the value",
                       "assign the value to a name, or remove the statement")
@@ -334,7 +338,10 @@ class _Lowering:
         where, line = self.where, self.line
         header, target, prologue = (self._iteration(stmt) if isinstance(stmt, ast.For)
                                     else (None, None, []))
-        carried = [n for n in _assigned(body) if n not in _target_names(stmt)]
+        # Variables the body assigns; the index of a loop nested in it is not carried (it
+        # may stay unbound when that loop runs zero times).
+        inner = {n for s in body for n in _nested_targets(s)}
+        carried = [n for n in _assigned(body) if n not in _target_names(stmt) | inner]
         forced: set[str] = set()
         while True:  # again if a variable turns out active only through the loop body
             state = (len(self.eqns), set(self.names.taken), set(self.bound), set(self.active),
@@ -494,7 +501,9 @@ class _Lowering:
             n_problems = len(self.problems)
             self._statements(body)
             if len(self.problems) > n_problems:
-                raise SymdiffError(problems=tuple(self.problems[n_problems:])) from None
+                found = tuple(self.problems[n_problems:])
+                del self.problems[n_problems:]  # raised once more, by the caller's statement
+                raise SymdiffError(problems=found) from None
             result = self.env.get(RETURN)
             if result is None or RETURN in self.maybe_unbound:
                 self.fail(callee.node, f"{callee.name} does not return a value on every path",
@@ -926,6 +935,11 @@ def _target_names(stmt) -> set[str]:
     if isinstance(stmt, ast.For):
         return {n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name)}
     return set()
+
+
+def _nested_targets(stmt) -> set[str]:
+    return {n.id for loop in _scoped_walk([stmt]) if isinstance(loop, ast.For)
+            for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
 
 
 def _breaks(body) -> bool:
