@@ -16,6 +16,7 @@ class _Built:
     source: str
     globals: dict
     refresh: tuple  # (name, getter): module-level data read afresh at every call
+    guards: tuple = ()  # (getter, helper): the helpers inlined, as they were when built
 
 
 class Gradient:
@@ -43,6 +44,8 @@ class Gradient:
 
     def __call__(self, *args, **kwargs):
         built = self._built or self._build()
+        if built.guards and any(get() is not fn for get, fn in built.guards):
+            built = self._build(stale=built)  # a helper it calls was redefined
         for name, get in built.refresh:
             built.globals[name] = get()
         return built.fn(*args, **kwargs)
@@ -66,14 +69,14 @@ class Gradient:
         what = "value_and_grad" if self.with_value else "grad"
         return f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt {self.wrt}>"
 
-    def _build(self) -> _Built:
+    def _build(self, stale=None) -> _Built:
         key = (self.wrt, self.with_value, self.as_tuple)
         try:
             per_fn = _MEMORY.setdefault(self.fun, {})
         except TypeError:  # not weak-referenceable: no memory cache
             per_fn = {}
         built = per_fn.get(key)
-        if built is None:
+        if built is None or built is stale:
             built = per_fn[key] = _build(self.fun, self.wrt, self.with_value, self.as_tuple)
         self._built = built
         return built
@@ -112,7 +115,7 @@ def _build(fun, wrt, with_value, as_tuple) -> _Built:
     fn, globs = compile_source(source, "grad_" + ir.name, dict(ir.globals), ir.np_alias)
     fn.__defaults__ = getattr(fun, "__defaults__", None)
     fn.__kwdefaults__ = getattr(fun, "__kwdefaults__", None)
-    return _Built(fn, source, globs, _refreshers(ir.data_globals))
+    return _Built(fn, source, globs, _refreshers(ir.data_globals), _guards(ir.guards))
 
 
 def _refreshers(data_globals) -> tuple:
@@ -122,6 +125,16 @@ def _refreshers(data_globals) -> tuple:
             out.append((name, (lambda g, n: lambda: g[n])(where, name)))
         else:  # a closure cell
             out.append((name, (lambda c: lambda: c.cell_contents)(where)))
+    return tuple(out)
+
+
+def _guards(guards) -> tuple:
+    out = []
+    for where, name, fn in guards:
+        if isinstance(where, dict):
+            out.append(((lambda g, n: lambda: g.get(n))(where, name), fn))
+        else:  # a closure cell
+            out.append(((lambda c: lambda: c.cell_contents)(where), fn))
     return tuple(out)
 
 

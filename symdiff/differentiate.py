@@ -155,7 +155,7 @@ class _Differentiator:
     def _elementwise(self, eqn: Eqn, scope, group):
         dv = symbol(self.adj[eqn.out])
         targets = [a for a in eqn.inputs if a in self.active]
-        partials = [sp.diff(eqn.expr, symbol(a)) for a in targets]
+        partials = [_whole_floats(sp.diff(eqn.expr, symbol(a))) for a in targets]
         # Reuse forward values: the equation's own value, then every call needed again.
         reuse = {} if eqn.expr.is_Atom else {eqn.expr: symbol(eqn.out)}
         partials = [p.xreplace(reuse) for p in partials]
@@ -351,6 +351,12 @@ def _pack(names) -> str:
 
 def _unpack(names) -> str:
     return _pack(names) if names else "_"
+
+
+def _whole_floats(expr):
+    """1.0*x -> x, 2.0*x -> 2*x: the same float64 values, easier to read."""
+    whole = {f: sp.Integer(int(f)) for f in expr.atoms(sp.Float) if f == int(f)}
+    return expr.xreplace(whole) if whole else expr
 
 
 def _cse(exprs, temps):

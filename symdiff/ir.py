@@ -50,6 +50,7 @@ class IR:
     data_globals: tuple[tuple[str, object], ...]  # (name, the dict or cell it is read from)
     np_alias: str
     globals: tuple[tuple[str, object], ...] = ()  # every free name of the code: its object
+    guards: tuple[tuple[object, str, object], ...] = ()  # (dict or cell, name, helper called)
 
 
 class Names:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from . import rules
+from . import rules, runtime
 from .errors import Problem, SymdiffError
 from .exits import RETURN, ExitError, single_exit
 from .ir import IR, Eqn, If, Loop, Names, symbol
@@ -26,7 +26,9 @@ from .parse import MISSING, FunctionSource, Parsed
 from .runtime import stop_gradient
 
 COVERAGE = "the coverage table in README.md"
-RESERVED = ("np", "_unbroadcast", "_fit", "_check_scalar", "SymdiffError")
+# Names the generated code uses for itself: NumPy, and every helper in runtime.py.
+RESERVED = ("np", "SymdiffError", *(n for n, v in vars(runtime).items()
+                                    if n.startswith("_") and callable(v)))
 
 
 @dataclass
@@ -63,6 +65,8 @@ class _Lowering:
         self.local_functions: dict[str, FunctionSource] = {}
         self.enclosing: dict[str, str] = {}  # a nested helper's view of its definer's names
         self.stack: list = []
+        self.parsed_callees: dict = {}
+        self.guards: dict = {}  # (id(container), name) -> (container, name, function)
         self.counter = 0
         self.label = ""
         ids = _identifiers(self.node)
@@ -108,7 +112,7 @@ class _Lowering:
         return IR(self.parsed.name, self.parsed, tuple(params), tuple(wrt_names),
                   tuple(self.eqns), result, frozenset(self.names.taken), frozenset(self.ids),
                   tuple(self.data_globals.items()), self.np_alias,
-                  tuple(self.globals_used.items()))
+                  tuple(self.globals_used.items()), tuple(self.guards.values()))
 
     def _params(self):
         a = self.node.args
@@ -416,12 +420,21 @@ class _Lowering:
         key = f"<k{self.counter}>"
         k = (key, self.names.fresh("_k", numbered=True))
         if fn is zip:
-            if it.keywords or not (isinstance(target, ast.Tuple) and len(target.elts) == len(
-                    it.args) and all(isinstance(t, ast.Name) for t in target.elts)):
+            strict = [kw for kw in it.keywords if kw.arg == "strict"]
+            if len(strict) != len(it.keywords) or not (
+                    isinstance(target, ast.Tuple) and len(target.elts) == len(it.args)
+                    and all(isinstance(t, ast.Name) for t in target.elts)):
                 self.fail(it, "zip loops are supported in the form for a, b in zip(A, B)",
                           "for a, b in zip(A, B):")
             arrays = [self._iterable(a) for a in it.args]
-            return (_range_len([self.env[a] for a in arrays]), k,
+            header = _range_len([self.env[a] for a in arrays])
+            if strict:
+                # zip(..., strict=True) refuses unequal lengths: so does the generated loop.
+                flag = self._constant_code(strict[0].value)
+                header.args = [ast.Call(ast.Name("_zip_len", ast.Load()), [
+                    ast.Name(self.env[a], ast.Load()) for a in arrays],
+                    [ast.keyword("strict", flag)])]
+            return (header, k,
                     [(t.id, _index_node(a, key, it)) for t, a in zip(target.elts, arrays,
                                                                      strict=True)])
         if not isinstance(target, ast.Name):
@@ -448,6 +461,16 @@ class _Lowering:
 
     # --- calls of user functions ---
 
+    def _guard(self, func, obj):
+        """Remember where a called helper was found: if it is rebound, rebuild."""
+        if isinstance(func, ast.Name) and func.id not in self.local_functions:
+            container = self.parsed.namespace.container(func.id)
+            self.guards[(id(container), func.id)] = (container, func.id, obj)
+        elif isinstance(func, ast.Attribute):
+            base = self._expr(func.value).value
+            if isinstance(base, types.ModuleType):
+                self.guards[(id(base), func.attr)] = (vars(base), func.attr, obj)
+
     def _inline(self, node, fn) -> _Val:
         """A call of a user function: its body lowered in place, names kept apart."""
         from .parse import parse
@@ -455,7 +478,9 @@ class _Lowering:
         if any(f is fn for f in self.stack):
             self.fail(node, f"{ast.unparse(node.func)} calls itself (recursion is not "
                       "supported)", "a loop")
-        callee = parse(fn)
+        if id(fn) not in self.parsed_callees:
+            self.parsed_callees[id(fn)] = (fn, parse(fn))
+        callee = self.parsed_callees[id(fn)][1]
         a = callee.node.args
         if a.vararg or a.kwarg:
             self.fail(node, f"{callee.name} takes *args or **kwargs, which are not supported",
@@ -722,6 +747,7 @@ class _Lowering:
             return self._constant(node)
         if row is None:
             if isinstance(obj, (types.FunctionType, FunctionSource)):
+                self._guard(node.func, obj)
                 return self._inline(node, obj)
             self.fail(node, f"{name} is not supported",
                       "the NumPy and math functions in " + COVERAGE)

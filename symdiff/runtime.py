@@ -55,6 +55,14 @@ def _zeros(x):
     return np.zeros(np.shape(x))
 
 
+def _zip_len(*arrays, strict=False):
+    """How many steps ``zip(*arrays, strict=strict)`` takes; unequal lengths fail if strict."""
+    lengths = [len(a) for a in arrays]
+    if strict and len(set(lengths)) > 1:
+        raise ValueError(f"zip() arguments have different lengths {lengths}")
+    return min(lengths)
+
+
 def _fit(g, x):
     """The gradient ``g`` as the caller expects it: x's shape, float64, a fresh array."""
     if type(g) is float and type(x) is float:

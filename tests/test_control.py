@@ -432,3 +432,38 @@ def test_random_programs_with_branches_and_loops(source, xi, yi):
     np.testing.assert_allclose([gx, gy], [numeric_grad(f, [x, y], 0),
                                           numeric_grad(f, [x, y], 1)], rtol=1e-4, atol=1e-6,
                                err_msg=source)
+
+
+def test_closures_capture_floats_arrays_and_helpers():
+    L = load("""
+import numpy as np
+
+def make(scale, weights):
+    def square(z):
+        return z ** 2
+    def loss(x):
+        return scale * np.sum(weights * square(x))
+    return loss
+""")
+    w = np.array([1.0, 2.0, 3.0])
+    loss = L.make(0.5, w)
+    x = np.array([0.2, -0.4, 1.1])
+    np.testing.assert_allclose(grad(loss)(x), 0.5 * w * 2 * x)
+    check_grad(loss, (x,))
+
+
+def test_redefining_a_called_helper_rebuilds_the_gradient():
+    L = load("""
+import numpy as np
+
+def inner(x):
+    return x ** 2
+
+def outer(x):
+    return inner(x) * 3
+""")
+    g = grad(L.outer)
+    assert g(2.0) == 12.0
+    L.inner = lambda x: x ** 3  # noqa: E731 - a redefinition, as in a notebook
+    assert g(2.0) == 36.0
+    assert grad(L.outer)(2.0) == 36.0

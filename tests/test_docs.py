@@ -32,3 +32,12 @@ def test_stable_softmax_gradient_is_softmax_minus_target_with_ties():
         e = np.exp(x - x.max())
         np.testing.assert_allclose(grad(mod["stable"])(x, t), e / e.sum() - t)
         np.testing.assert_allclose(grad(mod["naive"])(x, t), e / e.sum() - t)
+
+
+def test_control_flow_example_fits_through_outliers(capsys):
+    mod = runpy.run_path(str(ROOT / "examples" / "control_flow.py"))
+    w = mod["main"]()
+    out = capsys.readouterr().out
+    assert "if _t0:  # the branch the forward sweep took" in out
+    assert "in reversed(_tape0):" in out
+    np.testing.assert_allclose(w, [1.0, -2.0, 0.5], atol=0.1)
