@@ -107,15 +107,81 @@ def build_source(parsed, wrt, with_value=False, as_tuple=False):
 
 
 def _build(fun, wrt, with_value, as_tuple) -> _Built:
+    from . import cache
+
+    options = (wrt, with_value, as_tuple)
+    entry = cache.load(fun, options)
+    built = _from_entry(fun, entry) if entry is not None else None
+    if built is not None:
+        return built
+
     from .compile import compile_source
     from .parse import parse
 
     parsed = parse(fun)
     ir, source = build_source(parsed, wrt, with_value, as_tuple)
-    fn, globs = compile_source(source, "grad_" + ir.name, dict(ir.globals), ir.np_alias)
+    names = {n: obj for n, obj, _ in ir.globals}
+    fn, globs = compile_source(source, "grad_" + ir.name, names, ir.np_alias)
+    _defaults(fn, fun)
+    helpers = [(cache.where(c), n, cache.source_hash(h)) for c, n, h in ir.guards]
+    if all(h is not None for _, _, h in helpers):
+        cache.store(fun, options, {
+            "name": "grad_" + ir.name, "np_alias": ir.np_alias, "source": source,
+            "names": [(n, cache.where(c)) for n, _, c in ir.globals],
+            "data": [(n, cache.where(c)) for n, c in ir.data_globals],
+            "helpers": helpers})
+    return _Built(fn, source, globs, _refreshers(ir.data_globals), _guards(ir.guards))
+
+
+def _from_entry(fun, entry) -> _Built | None:
+    """A gradient from a disk-cache entry, without SymPy; None if the entry does not fit."""
+    import builtins
+
+    from . import cache
+    from .compile import compile_source
+
+    def find(name, place):
+        where = cache.resolve(fun, place, name)
+        if isinstance(where, dict):
+            if name in where:
+                return where, where[name]
+            return where, vars(builtins).get(name, _MISSING)
+        try:
+            return where, where.cell_contents
+        except (AttributeError, ValueError):
+            return None, _MISSING
+
+    names = {}
+    for name, place in entry["names"]:
+        _, names[name] = find(name, place)
+        if names[name] is _MISSING:
+            return None
+    guards = []
+    for place, name, digest in entry["helpers"]:
+        where, helper = find(name, place)
+        if helper is _MISSING or cache.source_hash(helper) != digest:
+            return None  # a helper it inlined has changed: build again
+        guards.append((where, name, helper))
+    data = []
+    for name, place in entry["data"]:
+        where, _ = find(name, place)
+        if where is None:
+            return None
+        data.append((name, where))
+    try:
+        fn, globs = compile_source(entry["source"], entry["name"], names, entry["np_alias"])
+    except Exception:  # a corrupt entry is rebuilt, never trusted
+        return None
+    _defaults(fn, fun)
+    return _Built(fn, entry["source"], globs, _refreshers(data), _guards(guards))
+
+
+def _defaults(fn, fun):
     fn.__defaults__ = getattr(fun, "__defaults__", None)
     fn.__kwdefaults__ = getattr(fun, "__kwdefaults__", None)
-    return _Built(fn, source, globs, _refreshers(ir.data_globals), _guards(ir.guards))
+
+
+_MISSING = object()
 
 
 def _refreshers(data_globals) -> tuple:

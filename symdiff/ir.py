@@ -49,7 +49,8 @@ class IR:
     user_names: frozenset[str]
     data_globals: tuple[tuple[str, object], ...]  # (name, the dict or cell it is read from)
     np_alias: str
-    globals: tuple[tuple[str, object], ...] = ()  # every free name of the code: its object
+    # Every free name of the code: its object, and the dict or cell it was found in.
+    globals: tuple[tuple[str, object, object], ...] = ()
     guards: tuple[tuple[object, str, object], ...] = ()  # (dict or cell, name, helper called)
 
 

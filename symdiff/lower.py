@@ -66,6 +66,7 @@ class _Lowering:
         self.enclosing: dict[str, str] = {}  # a nested helper's view of its definer's names
         self.stack: list = []
         self.parsed_callees: dict = {}
+        self.globals_where: dict = {}  # name -> the dict or cell it was found in
         self.guards: dict = {}  # (id(container), name) -> (container, name, function)
         self.counter = 0
         self.label = ""
@@ -112,7 +113,8 @@ class _Lowering:
         return IR(self.parsed.name, self.parsed, tuple(params), tuple(wrt_names),
                   tuple(self.eqns), result, frozenset(self.names.taken), frozenset(self.ids),
                   tuple(self.data_globals.items()), self.np_alias,
-                  tuple(self.globals_used.items()), tuple(self.guards.values()))
+                  tuple((n, o, self.globals_where[n]) for n, o in self.globals_used.items()),
+                  tuple(self.guards.values()))
 
     def _params(self):
         a = self.node.args
@@ -350,7 +352,8 @@ class _Lowering:
         while True:  # again if a variable turns out active only through the loop body
             state = (len(self.eqns), set(self.names.taken), set(self.bound), set(self.active),
                      dict(self.env), len(self.problems), set(self.maybe_unbound),
-                     dict(self.data_globals), dict(self.globals_used), self.counter)
+                     dict(self.data_globals), dict(self.globals_used), self.counter,
+                     dict(self.globals_where))
             phis = []
             for name in carried:
                 init = self.env.get(name)
@@ -378,7 +381,7 @@ class _Lowering:
                 break
             forced |= late
             (n_eqns, taken, bound, active, env, n_problems, unbound, data, used,
-             self.counter) = state
+             self.counter, self.globals_where) = state
             del self.eqns[n_eqns:]
             del self.problems[n_problems:]
             self.names.taken, self.bound, self.active, self.env = taken, bound, active, env
@@ -650,6 +653,7 @@ class _Lowering:
             self.fail(node, f"{name!r} is a module-level name here and a local variable of "
                       "a function that calls this one", "give one of them another name")
         self.globals_used[name] = obj
+        self.globals_where[name] = self.parsed.namespace.container(name)
         self.names.taken.add(name)
         return obj
 
