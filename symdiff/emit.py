@@ -69,7 +69,11 @@ def emit(program: Program) -> str:
     out.append(f"    _check_scalar({ir.result}, {ir.name!r})")
     out.append(f"    {program.seed} = 1.0")
     out += _lines(program.backward, printer, 1, forward=False)
-    grads = [f"_fit({adj}, {p})" if adj else f"_fit(0.0, {p})" for p, adj in program.grads]
+    grads, earlier = [], []
+    for p, adj in program.grads:
+        grads.append(f"_fit({', '.join([adj or '0.0', p, *earlier])})")
+        if adj:
+            earlier.append(adj)
     result = grads[0] if len(grads) == 1 and not program.as_tuple else (
         "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")")
     if program.with_value:

@@ -63,12 +63,19 @@ def _zip_len(*arrays, strict=False):
     return min(lengths)
 
 
-def _fit(g, x):
-    """The gradient ``g`` as the caller expects it: x's shape, float64, a fresh array."""
+def _fit(g, x, *earlier):
+    """The gradient ``g`` as the caller expects it: x's shape, float64, an array of its own.
+
+    ``earlier`` are the gradients returned before this one: an array already handed out is
+    copied rather than returned twice.
+    """
     if type(g) is float and type(x) is float:
         return g
     if np.ndim(x) == 0 and not isinstance(x, np.ndarray):
         return float(np.asarray(g, dtype=np.float64).reshape(()))
+    if (type(g) is np.ndarray and g.dtype == np.float64 and g.shape == np.shape(x)
+            and g.flags.owndata and g.flags.writeable and not any(g is e for e in earlier)):
+        return g  # computed here, for this gradient alone: no copy needed
     return np.array(np.broadcast_to(g, np.shape(x)), dtype=np.float64)
 
 

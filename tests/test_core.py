@@ -329,3 +329,16 @@ def test_building_is_local_not_inlined():
     src = grad(f, wrt=(0, 1, 2)).source
     assert len(src.splitlines()) < 200
     check_grad(f, (0.3, 0.5, 0.7), wrt=(0, 1, 2))
+
+
+def test_gradients_that_are_one_array_are_returned_as_two():
+    f = load("""
+import numpy as np
+def f(x, y):
+    return np.sum(np.sin(x + y))
+""", "f")
+    x, y = np.array([0.1, 0.2]), np.array([0.3, 0.4])
+    gx, gy = grad(f, wrt=(0, 1))(x, y)
+    np.testing.assert_allclose(gx, np.cos(x + y))
+    np.testing.assert_allclose(gy, np.cos(x + y))
+    assert gx is not gy and not np.shares_memory(gx, gy)
