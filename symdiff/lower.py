@@ -12,6 +12,7 @@ import ast
 import copy
 import dataclasses
 import numbers
+import sysconfig
 import types
 from dataclasses import dataclass, field
 
@@ -750,9 +751,14 @@ class _Lowering:
         if row is None and rules.no_gradient(obj):
             return self._constant(node)
         if row is None:
-            if isinstance(obj, (types.FunctionType, FunctionSource)):
+            if isinstance(obj, FunctionSource) or _user_function(obj):
                 self._guard(node.func, obj)
                 return self._inline(node, obj)
+            if isinstance(obj, types.FunctionType) and obj.__module__.startswith("symdiff"):
+                self.fail(node, f"{name} inside a function being differentiated is not "
+                          "supported (no gradients of gradients)",
+                          "differentiate the function itself, or wrap the call in "
+                          "stop_gradient")
             self.fail(node, f"{name} is not supported",
                       "the NumPy and math functions in " + COVERAGE)
         positional = list(node.args)
@@ -925,6 +931,20 @@ _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
 
 
 _STATEMENTS = "assignments, if/else, for, while, return, assert, pass, nested def"
+
+
+_LIBRARIES = ("symdiff", "numpy", "scipy", "sympy", "jax", "torch", "autograd")
+_INSTALLED = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib",
+                                                       "platlib")})
+
+
+def _user_function(obj) -> bool:
+    """A Python function of the user's, to differentiate through (not a library's)."""
+    if not isinstance(obj, types.FunctionType):
+        return False
+    if (getattr(obj, "__module__", "") or "").split(".")[0] in _LIBRARIES:
+        return False
+    return not obj.__code__.co_filename.startswith(_INSTALLED)
 
 
 def _without_docstring(body):

@@ -467,3 +467,22 @@ def outer(x):
     L.inner = lambda x: x ** 3  # noqa: E731 - a redefinition, as in a notebook
     assert g(2.0) == 36.0
     assert grad(L.outer)(2.0) == 36.0
+
+
+def test_library_functions_are_not_inlined():
+    text = error("""
+from symdiff import grad
+
+def h(x):
+    return x * x
+
+def f(x):
+    return grad(h)(x) * 2.0
+""")
+    assert "grad inside a function being differentiated is not supported" in text
+    assert text.startswith("F:8:12: ")
+    assert "np.linalg.slogdet is not supported" in error("""
+import numpy as np
+def f(x):
+    return np.linalg.slogdet(x)[1]
+""")
