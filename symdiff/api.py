@@ -81,6 +81,60 @@ class Gradient:
         self._built = built
         return built
 
+    # --- inspection: closed formulas (symdiff.formula) and notebook display ---
+
+    def _formula(self):
+        from .formula import formula
+        from .lower import lower
+        from .parse import parse
+
+        return formula(lower(parse(self.fun), self.wrt))
+
+    def math(self, unicode: bool = True) -> str:
+        """The function and its partial derivatives as closed formulas, pretty-printed by
+        SymPy; for a function with array operations or control flow (or a large formula),
+        a line saying it is not a closed formula and is shown as a program (``source``).
+
+        >>> from symdiff import grad
+        >>> def f(x, y):
+        ...     return x * y + 2.0 * x
+        >>> print(grad(f, wrt=("x", "y")).math(unicode=False))
+        f(x, y) = x*y + 2*x
+        df/dx = y + 2
+        df/dy = x
+        """
+        return self._formula().pretty(unicode)
+
+    def latex(self) -> str:
+        """The same formulas as ``math()``, in LaTeX, one equation per line (or a LaTeX
+        comment saying the function is shown as a program).
+
+        >>> from symdiff import grad
+        >>> def f(x):
+        ...     return 3.0 * x
+        >>> print(grad(f).latex())
+        f(x) = 3 x
+        \\frac{\\partial f}{\\partial x} = 3
+        """
+        return self._formula().latex()
+
+    def _repr_latex_(self):
+        # Jupyter shows this where it prefers LaTeX; None (no closed formula) falls back to
+        # the Markdown, which has the program.
+        f = self._formula()
+        return self._aligned(f.latex()) if f.closed else None
+
+    def _repr_markdown_(self):
+        f = self._formula()
+        head = self._aligned(f.latex()) if f.closed else f"*{f.name}: {f.note()}:*"
+        return f"{head}\n\n```python\n{self.source}```\n"
+
+    @staticmethod
+    def _aligned(latex: str) -> str:
+        """Equations, one per line, as one display block aligned at their equals signs."""
+        rows = [line.replace(" = ", " &= ", 1) for line in latex.splitlines()]
+        return "$$\\begin{aligned}" + " \\\\ ".join(rows) + "\\end{aligned}$$"
+
 
 def build_source(parsed, wrt, with_value=False, as_tuple=False):
     """Run the pipeline on a parsed function: returns ``(ir, source)`` of its gradient.

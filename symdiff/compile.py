@@ -28,7 +28,7 @@ def compile_source(source: str, name: str, names: dict, np_alias: str = "np"):
     linecache.cache[filename] = (len(source), None, lines, filename)
     code = builtins.compile(source, filename, "exec")
     globs = {"__name__": "symdiff.generated", "__builtins__": builtins}
-    for free in sorted(_free_names(source)):
+    for free in sorted(free_names(source)):
         if free == np_alias:
             globs[free] = np
         elif hasattr(runtime, free) and free.startswith("_") or free == "SymdiffError":
@@ -42,14 +42,19 @@ def compile_source(source: str, name: str, names: dict, np_alias: str = "np"):
     return fn, globs
 
 
-def _free_names(source: str) -> set[str]:
-    tree = ast.parse(source)
+def free_names(tree, skip="") -> set[str]:
+    """The names ``tree`` (an ast or source text) reads but does not bind.
+
+    A flat scope analysis, good enough for generated code and for the plain functions
+    symdiff differentiates.
+    """
+    tree = ast.parse(tree) if isinstance(tree, str) else tree
     loads, stores = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (stores if isinstance(node.ctx, ast.Store) else loads).add(node.id)
         elif isinstance(node, ast.arg):
             stores.add(node.arg)
-        elif isinstance(node, ast.FunctionDef):
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node is not tree:
             stores.add(node.name)
-    return loads - stores
+    return loads - stores - {skip}

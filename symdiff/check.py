@@ -1,0 +1,271 @@
+"""A function and its gradient -> their agreement with central differences, at random points.
+
+Used by ``symdiff FILE --check``. Every ``stop_gradient(...)`` argument is frozen at its value
+at the point: the function is run once to record what each call of stop_gradient received,
+and the differences replay those values, so that the numerical derivative treats them as
+constants, as the gradient does (otherwise a straight-through estimator's gradient of 1 would
+disagree with the true derivative 0 of rounding).
+
+Points: each parameter that is differentiated gets values of magnitude uniform in
+[0.5, 1.5] with random signs (away from the kinks and singularities at 0); where the
+function is not finite there (a log or sqrt of a negative number), positive values in
+[0.5, 1.5]; then in [0.1, 0.9] (arcsin, arctanh). A parameter that is not differentiated
+takes its default, if it has one, and so does one whose default is an integer (a count,
+``n=3``: its gradient is not compared).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import runtime
+
+TOLERANCE = 1e-5  # of the relative error |g - n| / max(1, |g|, |n|)
+_DRAWS = ("signed", "positive", "small")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The largest relative error of a gradient, and where it was found.
+
+    ``problem`` is set when the function could not be checked (then it failed).
+    """
+
+    name: str
+    error: float
+    where: str
+    points: int
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem and self.error <= TOLERANCE
+
+    def summary(self) -> str:
+        """One line: the function, its largest error, and ok or DISAGREES."""
+        if self.problem:
+            return f"{self.name}: not checked: {self.problem}"
+        verdict = "ok" if self.ok else "DISAGREES"
+        return (f"{self.name}: largest relative error {self.error:.1e} ({self.where}) over "
+                f"{self.points} random points: {verdict}")
+
+
+def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0) -> CheckResult:
+    """Compare ``gradient`` with central differences of ``fn`` at ``points`` random points.
+
+    ``gradient`` takes ``fn``'s arguments and returns a tuple of gradients, one per name in
+    ``wrt``; ``shapes`` maps parameter names to array shapes (default: see
+    ``parameter_shape``).
+
+    >>> def f(x, y):
+    ...     return x * x * y
+    >>> check_gradient(f, lambda x, y: (2 * x * y, x * x), ("x", "y")).ok
+    True
+    >>> check_gradient(f, lambda x, y: (x * y, x * x), ("x", "y")).ok
+    False
+    """
+    name = getattr(fn, "__name__", "function")
+    rng = np.random.default_rng(seed)
+    frozen = _Frozen(fn)
+    worst, where = 0.0, ""
+    signature = inspect.signature(fn)
+    with np.errstate(all="ignore"):
+        for k in range(points):
+            found = _finite_point(fn, signature, wrt, shapes or {}, rng, frozen)
+            if isinstance(found, str):
+                return CheckResult(name, np.nan, "", k, found)
+            values, kinds = found
+            args, kwargs = _call_arguments(values, kinds)
+            try:
+                grads = gradient(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - reported, with what was raised
+                return CheckResult(name, np.nan, "", k, f"the gradient raised "
+                                   f"{type(e).__name__}: {e}")
+            for p, g in zip(wrt, grads, strict=True):
+                if _integer(signature.parameters[p]):
+                    continue  # a count (range(n)): it keeps its default, nothing to compare
+                try:
+                    n = _central_differences(fn, values, kinds, p, frozen)
+                except _Diverged:
+                    return CheckResult(name, np.nan, "", k, "stop_gradient was called a "
+                                       "different number of times near the point, so its "
+                                       "arguments cannot be frozen")
+                except Exception as e:  # noqa: BLE001 - reported, with what was raised
+                    return CheckResult(name, np.nan, "", k, f"{name} raised "
+                                       f"{type(e).__name__} near the point: {e}")
+                g = np.asarray(g, dtype=np.float64)
+                if g.shape != np.shape(n):
+                    return CheckResult(name, np.nan, "", k, f"the gradient in {p} has shape "
+                                       f"{g.shape}, the parameter {np.shape(n)}")
+                scale = np.maximum(1.0, np.maximum(np.abs(g), np.abs(n)))
+                err = np.abs(g - n) / scale
+                err = float(np.max(np.where(np.isnan(err), np.inf, err), initial=0.0))
+                if err > worst or not where:
+                    worst, where = err, f"d{name}/d{p} at point {k + 1}"
+    return CheckResult(name, worst, where, points)
+
+
+def parameter_shape(param: inspect.Parameter, shapes) -> tuple[int, ...]:
+    """The shape of the random values for ``param``: from ``shapes`` (``--shape``), else
+    its annotation if that is a shape (``x: (3, 4)`` or ``x: "(3, 4)"``), else the shape
+    of its default if that is an array, else a scalar.
+
+    >>> def f(x: "(3, 4)", y=np.ones(2), z=1.0):
+    ...     pass
+    >>> [parameter_shape(p, {}) for p in inspect.signature(f).parameters.values()]
+    [(3, 4), (2,), ()]
+    """
+    if param.name in shapes:
+        return tuple(shapes[param.name])
+    note = param.annotation
+    for _ in range(2):  # with `from __future__ import annotations`, "(3, 4)" is quoted twice
+        if isinstance(note, str):
+            try:
+                note = ast.literal_eval(note)
+            except (ValueError, SyntaxError):
+                note = None
+    if isinstance(note, int) and not isinstance(note, bool):
+        return (note,)
+    if isinstance(note, (tuple, list)) and all(isinstance(n, int) for n in note):
+        return tuple(note)
+    if isinstance(param.default, np.ndarray):
+        return param.default.shape
+    return ()
+
+
+def _finite_point(fn, signature, wrt, shapes, rng, frozen):
+    """Values for every parameter where ``fn`` is finite (recording stop_gradient there),
+    or what went wrong at every point tried."""
+    failure = "it is not finite"
+    for how in _DRAWS:
+        values, kinds = {}, {}
+        for p in signature.parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            kinds[p.name] = p.kind
+            if p.default is not p.empty and (p.name not in wrt or _integer(p)):
+                values[p.name] = p.default
+            else:
+                values[p.name] = _draw(rng, parameter_shape(p, shapes), how)
+        args, kwargs = _call_arguments(values, kinds)
+        try:
+            value = frozen.call(fn, args, kwargs, replay=False)
+            finite = bool(np.all(np.isfinite(value)))
+        except Exception as e:  # noqa: BLE001 - math.log(-1.0) and the like: try others
+            failure = f"it raised {type(e).__name__}: {e}"
+            continue
+        if finite:
+            return values, kinds
+    return (f"{failure} at every point tried (see symdiff --help for how points are drawn; "
+            "give shapes with --shape x=3,4)")
+
+
+def _integer(param) -> bool:
+    """A parameter with an integer default is a count or an index, not a real number."""
+    return isinstance(param.default, (int, np.integer)) and param.default is not param.empty
+
+
+def _draw(rng, shape, how):
+    if how == "signed":
+        x = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
+    elif how == "positive":
+        x = rng.uniform(0.5, 1.5, shape)
+    else:
+        x = rng.uniform(0.1, 0.9, shape)
+    return float(x) if shape == () else x
+
+
+def _call_arguments(values, kinds):
+    args = [v for n, v in values.items() if kinds[n] == inspect.Parameter.POSITIONAL_ONLY]
+    kwargs = {n: v for n, v in values.items() if kinds[n] != inspect.Parameter.POSITIONAL_ONLY}
+    return args, kwargs
+
+
+def _central_differences(fn, values, kinds, p, frozen, h=1e-6):
+    x = values[p]
+    flat = np.array(x, dtype=np.float64).reshape(-1)
+    out = np.zeros_like(flat)
+    for i in range(flat.size):
+        step = h * max(1.0, abs(flat[i]))
+        sides = []
+        for sign in (1.0, -1.0):
+            moved = flat.copy()
+            moved[i] += sign * step
+            value = float(moved[0]) if np.ndim(x) == 0 else moved.reshape(np.shape(x))
+            args, kwargs = _call_arguments({**values, p: value}, kinds)
+            sides.append(frozen.call(fn, args, kwargs, replay=True))
+        out[i] = (sides[0] - sides[1]) / (2 * step)
+    return out.reshape(np.shape(x)) if np.ndim(x) else float(out[0])
+
+
+class _Diverged(Exception):
+    pass
+
+
+class _Frozen:
+    """Runs a function with stop_gradient replaced: recording its arguments, or replaying them.
+
+    The function's module may hold stop_gradient under any name (``from symdiff import
+    stop_gradient as sg``), so every global bound to it is replaced, and so are the
+    ``symdiff.stop_gradient`` attribute (for ``symdiff.stop_gradient(...)``) and closure
+    cells that hold it. (A helper in another module that calls it is not reached.)
+    """
+
+    def __init__(self, fn):
+        names = getattr(fn, "__globals__", {})
+        self.slots = [(names, n) for n, v in list(names.items()) if v is runtime.stop_gradient]
+        for module in (sys.modules.get("symdiff"), runtime):
+            if module is not None:
+                self.slots.append((vars(module), "stop_gradient"))
+        # A function defined in another one may hold stop_gradient in a closure cell.
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                if cell.cell_contents is runtime.stop_gradient:
+                    self.slots.append((cell, None))
+            except ValueError:  # an empty cell
+                pass
+        self.values: list = []
+        self.replaying = False
+        self.count = 0
+
+    def _stand_in(self, x):
+        if not self.replaying:
+            self.values.append(np.copy(x) if isinstance(x, np.ndarray) else x)
+            return x
+        if self.count >= len(self.values):
+            raise _Diverged
+        value = self.values[self.count]
+        self.count += 1
+        return np.copy(value) if isinstance(value, np.ndarray) else value
+
+    def call(self, fn, args, kwargs, replay: bool):
+        self.replaying, self.count = replay, 0
+        if not replay:
+            self.values = []
+        saved = [(where, n, _get(where, n)) for where, n in self.slots]
+        for where, n, _ in saved:
+            _set(where, n, self._stand_in)
+        try:
+            value = fn(*args, **kwargs)
+        finally:
+            for where, n, original in saved:
+                _set(where, n, original)
+        if replay and self.count != len(self.values):
+            raise _Diverged
+        return value
+
+
+def _get(where, name):
+    return where[name] if isinstance(where, dict) else where.cell_contents
+
+
+def _set(where, name, value):
+    if isinstance(where, dict):
+        where[name] = value
+    else:
+        where.cell_contents = value

@@ -1,0 +1,342 @@
+"""Command-line arguments -> gradients of a file's functions: printed, exported or checked.
+
+``symdiff FILE`` reads FILE without running it (see ``symdiff.static``) and prints the
+source of ``grad_<name>`` for each top-level function, exactly the text that
+``grad(f, wrt=(...every parameter...))`` compiles. Exit status: 0 when all went well, 1 when
+a function could not be differentiated or a check disagreed, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import itertools
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SymdiffError
+
+_EPILOG = """\
+By default every top-level function is differentiated with respect to every parameter
+(not *args/**kwargs) and its gradient returns a tuple, as grad(f, wrt=(...)) does;
+--wrt x gives one gradient, as grad(f, wrt="x"), and --wrt x,y a tuple.
+
+--check imports and runs FILE (nothing else does), then compares each gradient with
+central differences at 3 random points (seeded), with every stop_gradient argument frozen
+at its value at the point. Values have magnitudes uniform in [0.5, 1.5] with random signs;
+where the function is not finite there, positive values; then values in [0.1, 0.9].
+Parameters are scalars unless --shape x=3,4 says otherwise, or the annotation is a shape
+(x: "(3, 4)") or the default is an array (x=np.ones((3, 4))). A parameter that is not
+differentiated takes its default if it has one, and so does one with an integer default
+(n=3), whose gradient is not compared. The check fails where the relative error
+|g - n| / max(1, |g|, |n|) exceeds 1e-5.
+
+symdiff cache info | symdiff cache clear: show or empty the disk cache of gradients.
+
+exit status: 0 all went well, 1 a function failed or a check disagreed, 2 usage error
+"""
+
+_checked_modules = itertools.count()
+
+
+@dataclass(frozen=True)
+class _Built:
+    name: str
+    function: object  # parse.FunctionSource
+    ir: object  # lower.IR
+    source: str
+    as_tuple: bool
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    >>> import tempfile, os
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+    ...     _ = f.write("def f(x, y):\\n    return 3.0 * x * y\\n")
+    >>> main([f.name, "--format", "math", "--ascii"])
+    f(x, y) = 3*x*y
+    df/dx = 3*y
+    df/dy = 3*x
+    0
+    >>> os.remove(f.name)
+    """
+    from .static import read_module
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["cache"]:
+        return _cache_command(argv[1:])
+    parser = _parser()
+    opts = parser.parse_args(argv)
+    wrt = _parse_wrt(opts.wrt, parser)
+    shapes = _parse_shapes(opts.shape, parser)
+    try:
+        module = read_module(opts.file)
+    except OSError as e:
+        parser.error(f"cannot read {opts.file}: {e.strerror or e}")
+    except SymdiffError as e:
+        _report(e, opts.file)
+        return 1
+    names = list(dict.fromkeys(opts.function)) or list(module.functions)
+    unknown = [n for n in names if n not in module.functions]
+    if unknown:
+        parser.error(f"{opts.file} has no top-level function {unknown[0]!r} (it defines: "
+                     f"{', '.join(module.functions) or 'none'})")
+
+    built, failed = [], False
+    for name in names:
+        fs = module.functions[name]
+        spec = wrt if wrt is not None else (_parameters(fs.node), True)
+        if not spec[0]:
+            if opts.function:
+                _report(module.source.problem(fs.node, f"{name} has no parameter to "
+                                              "differentiate"), opts.file)
+                failed = True
+            else:
+                _report(module.source.problem(fs.node, f"skipped {name}: it has no parameter "
+                                              "to differentiate"), opts.file, "note: ")
+            continue
+        try:
+            ir, source = _build(fs, module, *spec)
+        except SymdiffError as e:
+            _report(e, opts.file)
+            failed = True
+            continue
+        built.append(_Built(name, fs, ir, source, spec[1]))
+
+    if opts.format is not None or not (opts.check or opts.output):
+        unicode = not opts.ascii and sys.stdout.isatty() and "utf" in (
+            getattr(sys.stdout, "encoding", "") or "").lower()
+        text = _render(built, opts.format or "source", unicode)
+        if text:
+            print(text, end="" if text.endswith("\n") else "\n")
+    if opts.output:
+        failed |= not _write(module, built, opts.output, argv)
+    if opts.check:
+        failed |= not _check(module, built, shapes)
+    return 1 if failed else 0
+
+
+def _report(what, path, label="error: "):
+    """Print a SymdiffError or a Problem to stderr, naming FILE as it was given."""
+    if isinstance(what, SymdiffError) and not what.problems:
+        print(what.format(label), file=sys.stderr)
+        return
+    full = os.path.abspath(path)
+    problems = what.problems if isinstance(what, SymdiffError) else (what,)
+    print("\n".join((dataclasses.replace(p, filename=path) if p.filename == full else p)
+                    .format(label) for p in problems), file=sys.stderr)
+
+
+def _cache_command(argv) -> int:
+    """``symdiff cache info`` and ``symdiff cache clear``: the disk cache of gradients."""
+    from . import cache
+
+    parser = argparse.ArgumentParser(
+        prog="symdiff cache", description="Show or clear the disk cache of gradients "
+        "($SYMDIFF_CACHE_DIR, else the user cache directory; SYMDIFF_CACHE_DIR=off "
+        "disables it).")
+    parser.add_argument("action", choices=["info", "clear"])
+    opts = parser.parse_args(argv)
+    if opts.action == "info":
+        print(cache.info())
+    else:
+        print(f"removed {cache.clear()} entries")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="symdiff", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Print the gradients of the functions in a Python file as NumPy source\n"
+                    "or as formulas, check them, or export them to a module. FILE is read,\n"
+                    "not run (except by --check).",
+        epilog=_EPILOG)
+    parser.add_argument("file", metavar="FILE", help="a Python file")
+    parser.add_argument("--function", "-f", metavar="NAME", action="append", default=[],
+                        help="differentiate this function (repeatable; default: all)")
+    parser.add_argument("--wrt", metavar="x,y",
+                        help="the parameters to differentiate with respect to (default: all)")
+    parser.add_argument("--format", choices=("source", "math", "latex"),
+                        help="print the gradient source (default), closed formulas of the "
+                             "partial derivatives where there are small ones, or LaTeX")
+    parser.add_argument("--ascii", action="store_true",
+                        help="--format math in ASCII (the default when not on a terminal)")
+    parser.add_argument("--check", action="store_true",
+                        help="run FILE and compare each gradient with central differences")
+    parser.add_argument("--shape", metavar="x=3,4", action="append", default=[],
+                        help="the shape of parameter x in --check (repeatable)")
+    parser.add_argument("--output", "-o", metavar="OUT.py",
+                        help="write the gradients to a module that needs only NumPy")
+    return parser
+
+
+def _parse_wrt(text, parser):
+    """``x`` -> one gradient, as ``grad(f, wrt="x")``; ``x,y`` (or ``x,``) -> a tuple."""
+    if text is None:
+        return None
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names or not all(n.isidentifier() for n in names):
+        parser.error(f"--wrt {text!r}: give parameter names separated by commas, e.g. x,y")
+    return names, "," in text
+
+
+def _parse_shapes(items, parser) -> dict[str, tuple[int, ...]]:
+    shapes = {}
+    for item in items:
+        name, eq, dims = item.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.replace("(", "").replace(")", "").split(",")
+                          if d.strip())
+        except ValueError:
+            shape = None
+        if not eq or not name.strip().isidentifier() or shape is None or any(
+                d < 0 for d in shape):
+            parser.error(f"--shape {item!r}: write NAME=DIMS, e.g. x=3,4 (x=, for a scalar)")
+        shapes[name.strip()] = shape
+    return shapes
+
+
+def _parameters(node) -> tuple[str, ...]:
+    a = node.args
+    return tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))
+
+
+def _build(fs, module, wrt, as_tuple):
+    """``build_source`` on a function read from a file; where it reads a name that could not
+    be resolved without running the file, the problem says so (not just "not defined")."""
+    from .api import build_source
+    from .parse import parse
+    from .static import unresolved_problems
+
+    problems = unresolved_problems(fs, module)
+    try:
+        ir, source = build_source(parse(fs), wrt, False, as_tuple)
+    except SymdiffError as e:
+        if not e.problems and not problems:
+            raise
+        mine = {(p.filename, p.line, p.col) for p in problems}
+        problems += [_explained(p, module) for p in e.problems
+                     if (p.filename, p.line, p.col) not in mine]
+        problems.sort(key=lambda p: (p.filename != module.path, p.filename, p.line, p.col))
+        raise SymdiffError(problems=tuple(problems)) from None
+    if problems:
+        raise SymdiffError(problems=tuple(problems))
+    return ir, source
+
+
+def _explained(problem, module):
+    from .static import unresolved_message
+
+    for name, unresolved in module.unresolved.items():
+        if problem.filename == module.path and problem.message == (
+                f"name {name!r} is not defined"):
+            message, hint = unresolved_message(name, unresolved)
+            return dataclasses.replace(problem, message=message, hint=hint)
+    return problem
+
+
+def _render(built, fmt, unicode) -> str:
+    if fmt == "source":
+        return "\n\n".join(b.source for b in built)
+    from .formula import formula
+
+    blocks = []
+    for b in built:
+        f = formula(b.ir)
+        if f.closed:
+            blocks.append(f.pretty(unicode) if fmt == "math" else f.latex())
+        elif fmt == "math":
+            blocks.append(f"# {b.name}: {f.note()}:\n\n{b.source}")
+        else:
+            blocks.append(f"% {b.name}: {f.note()}:\n\\begin{{verbatim}}\n{b.source}"
+                          "\\end{verbatim}")
+    return "\n\n".join(blocks)
+
+
+def _write(module, built, out, argv) -> bool:
+    from .export import export_module
+
+    if not built:
+        print(f"{module.path}: error: nothing to write to {out}: no function was "
+              "differentiated", file=sys.stderr)
+        return False
+    command = "symdiff " + " ".join(shlex.quote(a) for a in argv)
+    try:
+        text = export_module(module, [(b.name, b.source, b.ir) for b in built], command)
+        Path(out).write_text(text)
+    except SymdiffError as e:
+        print(e.format(""), file=sys.stderr)
+        return False
+    except OSError as e:
+        print(f"{out}: error: cannot write: {e.strerror or e}", file=sys.stderr)
+        return False
+    return True
+
+
+def _check(module, built, shapes) -> bool:
+    """Run FILE, then check each gradient (the text printed, compiled in FILE's namespace)."""
+    from .api import Gradient
+    from .check import check_gradient
+    from .compile import compile_source
+    from .parse import Namespace
+    from .static import script_path
+
+    if not built:
+        return True
+    name = f"__symdiff_check_{next(_checked_modules)}__"
+    spec = importlib.util.spec_from_file_location(name, module.path)
+    live = importlib.util.module_from_spec(spec)
+    sys.modules[name] = live  # some code (dataclasses) looks its module up while it runs
+    try:
+        with script_path(module.path):
+            spec.loader.exec_module(live)
+    except (Exception, SystemExit) as e:
+        print(f"{module.path}: error: --check runs {module.path}, which raised "
+              f"{type(e).__name__}: {e}", file=sys.stderr)
+        return False
+    finally:
+        sys.modules.pop(name, None)
+    ok = True
+    for b in built:
+        fn = getattr(live, b.name, None)
+        fn = fn.fun if isinstance(fn, Gradient) else fn
+        if not hasattr(fn, "__globals__"):
+            _report(module.source.problem(b.function.node, f"cannot check {b.name}: after "
+                                          "running the file it is not a function"), module.path)
+            ok = False
+            continue
+        names = _live_names(b.ir, module, Namespace(fn.__globals__))
+        compiled, _ = compile_source(b.source, "grad_" + b.name, names, b.ir.np_alias)
+        gradient = compiled if b.as_tuple else _one_to_tuple(compiled)
+        result = check_gradient(fn, gradient, b.ir.wrt, shapes)
+        print(result.summary())
+        if not result.ok:
+            ok = False
+            what = (f"cannot check the gradient of {b.name}: {result.problem}"
+                    if result.problem else
+                    f"the gradient of {b.name} disagrees with central differences: "
+                    f"relative error {result.error:.1e} in {result.where}")
+            _report(module.source.problem(b.function.node, what), module.path)
+    return ok
+
+
+def _live_names(ir, module, live):
+    """What each free name of the generated code refers to once FILE has run: FILE's own
+    names as running it bound them; names of helpers from other modules as they are."""
+    from .parse import MISSING
+
+    names = {}
+    for name, obj, *_ in ir.globals:
+        if module.namespace.lookup(name) is obj and live.lookup(name) is not MISSING:
+            obj = live.lookup(name)
+        names[name] = obj
+    return names
+
+
+def _one_to_tuple(gradient):
+    return lambda *args, **kwargs: (gradient(*args, **kwargs),)

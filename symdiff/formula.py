@@ -1,0 +1,300 @@
+"""A lowered function (IR) -> its partial derivatives as closed formulas, where it has them.
+
+For display only (``symdiff FILE --format math``, ``Gradient.math()``): the straight-line,
+elementwise equations are substituted forward into one expression of the parameters, which
+is small by then or given up on, and differentiated with ``sympy.diff``. The gradient
+program itself never does this (see DESIGN.md: inlining blows up); a function with array
+operations or control flow is "shown as a program" instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+from sympy.printing.pretty.pretty import PrettyPrinter
+from sympy.printing.pretty.pretty_symbology import pretty_use_unicode
+from sympy.printing.pretty.stringpict import prettyForm
+
+from . import rules
+from .ir import IR, Eqn, symbol
+from .parse import MISSING
+from .runtime import stop_gradient as _stop_gradient_fn
+
+MAX_OPS = 200  # a formula larger than this is no easier to read than the program
+
+
+class StopGradient(sp.Function):
+    """``stop_gradient(e)`` in a formula: prints as such, and its derivative is zero."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+    def _latex(self, printer):
+        return r"\operatorname{stop\_gradient}\left(" + printer._print(self.args[0]) + \
+            r"\right)"
+
+
+StopGradient.__name__ = "stop_gradient"  # the name the str and pretty printers show
+
+
+class Opaque(sp.Symbol):
+    """A value with no formula (a mask, a shape): shown as the code that computes it."""
+
+    def _pretty(self, printer):
+        return prettyForm(self.name)
+
+    def _latex(self, printer):
+        return r"\texttt{" + _escape(self.name) + "}"
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A function's value and partial derivatives as SymPy expressions of its parameters.
+
+    ``reason`` says why there is no closed formula ("" when there is one); then ``value``
+    is None and ``partials`` is empty.
+    """
+
+    name: str
+    params: tuple[str, ...]
+    value: sp.Expr | None
+    partials: tuple[tuple[str, sp.Expr], ...]
+    reason: str = ""
+
+    @property
+    def closed(self) -> bool:
+        return not self.reason
+
+    def pretty(self, unicode: bool = True) -> str:
+        """The formulas in SymPy's 2-D pretty print, one ``lhs = rhs`` per block.
+
+        >>> import sympy as sp
+        >>> x = sp.Symbol("x", real=True)
+        >>> print(Formula("f", ("x",), 3*x, (("x", sp.S(3)),)).pretty(unicode=False))
+        f(x) = 3*x
+        df/dx = 3
+        """
+        if not self.closed:
+            return f"{self.name}: {self.note()}"
+        printer = PrettyPrinter({"use_unicode": unicode, "wrap_line": False})
+        d = "∂" if unicode else "d"
+        rows = [(f"{self.name}({', '.join(self.params)}) = ", self.value)]
+        rows += [(f"{d}{self.name}/{d}{p} = ", e) for p, e in self.partials]
+        blocks = []
+        # The printer's forms consult a global flag for their symbols (the product dot).
+        previous = pretty_use_unicode(unicode)
+        try:
+            for label, expr in rows:
+                form = prettyForm(*prettyForm(label).right(printer._print(_display(expr))))
+                blocks.append("\n".join(line.rstrip() for line in form.render(
+                    wrap_line=False).splitlines()))
+        finally:
+            pretty_use_unicode(previous)
+        # One-line formulas sit one to a line; 2-D ones are set apart by blank lines.
+        return ("\n\n" if any("\n" in b for b in blocks) else "\n").join(blocks)
+
+    def latex(self) -> str:
+        """One LaTeX equation per line: the function, then each partial derivative.
+
+        >>> import sympy as sp
+        >>> x = sp.Symbol("x", real=True)
+        >>> print(Formula("f", ("x",), sp.sin(x), (("x", sp.cos(x)),)).latex())
+        f(x) = \\sin{\\left(x \\right)}
+        \\frac{\\partial f}{\\partial x} = \\cos{\\left(x \\right)}
+        """
+        if not self.closed:
+            return f"% {self.name}: {self.note()}"
+        f = _latex_name(self.name)
+        args = ", ".join(sp.latex(symbol(p)) for p in self.params)
+        lines = [f"{f}({args}) = {sp.latex(_display(self.value))}"]
+        for p, e in self.partials:
+            lines.append(rf"\frac{{\partial {f}}}{{\partial {sp.latex(symbol(p))}}} = "
+                         + sp.latex(_display(e)))
+        return "\n".join(lines)
+
+    def note(self) -> str:
+        """What is said of a function that has no closed formula."""
+        return f"not a closed formula ({self.reason}); shown as a program"
+
+
+def formula(ir: IR, max_ops: int = MAX_OPS) -> Formula:
+    """The closed formulas of ``ir``'s value and of its derivative in each ``ir.wrt``.
+
+    >>> import numpy as np
+    >>> from symdiff.lower import lower
+    >>> from symdiff.parse import parse
+    >>> def f(x, y):
+    ...     return np.sin(x) * y
+    >>> formula(lower(parse(f), ("x", "y"))).partials
+    (('x', y*cos(x)), ('y', sin(x)))
+    """
+    try:
+        return _formula(ir, max_ops)
+    except Exception as e:  # noqa: BLE001 - only a display: never a SymPy traceback
+        return Formula(ir.name, tuple(ir.params), None, (),
+                       f"SymPy could not form it: {type(e).__name__}")
+
+
+def _formula(ir: IR, max_ops: int) -> Formula:
+    params = tuple(ir.params)
+
+    def give_up(reason):
+        return Formula(ir.name, params, None, (), reason)
+
+    env: dict[sp.Symbol, sp.Expr] = {}
+    namespace = ir.parsed.namespace
+    for eqn in ir.eqns:
+        if not isinstance(eqn, Eqn):
+            line = getattr(eqn, "line", "?")
+            return give_up(f"it has control flow at line {line}")
+        if eqn.kind == "assert":
+            continue
+        if eqn.kind == "elementwise":
+            value = eqn.expr.xreplace(env)
+        elif eqn.kind == "stop_gradient":
+            value = StopGradient(_to_sympy(eqn.code, env, namespace))
+        elif eqn.kind == "const":
+            value = _to_sympy(eqn.code, env, namespace)
+        elif eqn.kind == "array":
+            what = eqn.op.names[0] if eqn.op is not None else "an array operation"
+            return give_up(f"{what} at line {eqn.line} is an array operation")
+        else:
+            return give_up(f"line {eqn.line} is not elementwise")
+        if sp.count_ops(value) > max_ops:
+            return give_up(f"it has more than {max_ops} operations")
+        env[symbol(eqn.out)] = value
+    value = _exact(symbol(ir.result).xreplace(env))
+    partials = []
+    for p in ir.wrt:
+        d = sp.diff(value, symbol(p))
+        if sp.count_ops(d) > max_ops:
+            return give_up(f"the derivative in {p} has more than {max_ops} operations")
+        partials.append((p, _simplify(d)))
+    return Formula(ir.name, params, value, tuple(partials))
+
+
+def _exact(expr):
+    """Floats that are simple fractions (0.5, 2.0) as exact numbers, so that 1.0*x reads x."""
+    swap = {}
+    for f in expr.atoms(sp.Float):
+        q = sp.Rational(float(f)).limit_denominator(1000)
+        if float(q) == float(f):
+            swap[f] = q
+    return expr.xreplace(swap)
+
+
+def _simplify(expr):
+    """Lightly: pull out common factors; ``sympy.simplify`` only where it is quick."""
+    best = sp.factor_terms(expr)
+    if sp.count_ops(best) <= 50:
+        simpler = sp.simplify(best)
+        if sp.count_ops(simpler) < sp.count_ops(best):
+            best = simpler
+    return best
+
+
+def _to_sympy(code, env, namespace):
+    """The SymPy image of forward code that lowering kept only as code (stop_gradient
+    contents, constants); an ``Opaque`` symbol when it is not elementwise."""
+    try:
+        return _convert(code, env, namespace)
+    except _NotElementwise:
+        text = ast.unparse(code)
+        simple = all(part.isidentifier() for part in text.split("."))
+        return Opaque(text if simple else f"({text})")
+
+
+class _NotElementwise(Exception):
+    pass
+
+
+def _convert(node, env, namespace):
+    match node:
+        case ast.Constant(value=bool() | int() | float() as v):
+            return sp.Integer(int(v)) if isinstance(v, (bool, int)) else sp.Float(v)
+        case ast.Name(id=name):
+            if symbol(name) in env:
+                return env[symbol(name)]
+            obj = namespace.lookup(name)
+            if isinstance(obj, (int, float)) and obj in (math.pi, math.e):
+                return rules.constant(obj)  # as lowering sees them: pi and e by name
+            if obj is MISSING or isinstance(obj, (int, float, np.ndarray)) and not isinstance(
+                    obj, bool):
+                return symbol(name)  # a parameter, or module-level data
+        case ast.UnaryOp(op=ast.USub(), operand=operand):
+            return -_convert(operand, env, namespace)
+        case ast.UnaryOp(op=ast.UAdd(), operand=operand):
+            return _convert(operand, env, namespace)
+        case ast.BinOp(left=left, op=op, right=right) if type(op) in _BINOPS:
+            return _BINOPS[type(op)](_convert(left, env, namespace),
+                                     _convert(right, env, namespace))
+        case ast.Call(func=func, args=args, keywords=[]):
+            obj = _reference(func, namespace)
+            values = [_convert(a, env, namespace) for a in args]
+            if obj is _stop_gradient_fn and len(values) == 1:
+                return StopGradient(values[0])
+            row = rules.lookup(obj)
+            if isinstance(row, rules.Elementwise):
+                try:
+                    return row.sympy(*values)
+                except TypeError:  # a call with arguments the row does not take
+                    pass
+    raise _NotElementwise
+
+
+_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+           ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+           ast.Pow: rules._power}
+
+
+def _reference(node, namespace):
+    if isinstance(node, ast.Name):
+        return namespace.lookup(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _reference(node.value, namespace)
+        return MISSING if base is MISSING else getattr(base, node.attr, MISSING)
+    return MISSING
+
+
+# The table's functions, shown as the mathematical functions they are.
+_SHOWN_AS = (
+    (rules.Power, lambda a, b: sp.Pow(a, b)),
+    (rules.LogOrZero, sp.log),
+    (rules.Maximum, sp.Max),
+    (rules.Minimum, sp.Min),
+    (rules.Step, lambda a: sp.Heaviside(a, sp.S.Half)),
+    (rules.Hypot, lambda a, b: sp.sqrt(a**2 + b**2)),
+    (rules.LogAddExp, lambda a, b: sp.log(sp.exp(a) + sp.exp(b))),
+    (rules.LogAddExp2, lambda a, b: sp.log(2**a + 2**b) / sp.log(2)),
+    (rules.Floor, sp.floor),
+    (rules.Ceil, sp.ceiling),
+    (rules.Sign, sp.sign),
+    (rules.Cbrt, sp.Function("cbrt")),
+    (rules.Round, sp.Function("round")),
+    (rules.Rint, sp.Function("rint")),
+    (rules.Trunc, sp.Function("trunc")),
+)
+
+
+def _display(expr):
+    for cls, shown in _SHOWN_AS:
+        expr = expr.replace(cls, shown)
+    return expr
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "^": r"\^{}", "~": r"\~{}",
+                  **{c: "\\" + c for c in "{}_#&%$"}}
+
+
+def _escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(c, c) for c in text)
+
+
+def _latex_name(name: str) -> str:
+    return name if len(name) == 1 else r"\operatorname{" + _escape(name) + "}"

@@ -1,0 +1,546 @@
+"""The command line through ``main(argv)``: what it prints, exports and checks, exit statuses."""
+
+import dataclasses
+import importlib.util
+import itertools
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from symdiff import grad, rules
+from symdiff.check import check_gradient
+from symdiff.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SAMPLE = '''\
+"""A module the CLI reads; running it prints and exits, which the CLI must not do."""
+import math
+import numpy as np
+import numpy as xp
+from math import exp
+from numpy import sin
+import symdiff
+from symdiff import stop_gradient as sg
+
+SCALE = 2.0
+HALF = SCALE / 4
+W = np.array([[1.0, 2.0], [3.0, -1.0]])
+AXIS = 0
+print("the sample ran")
+
+
+def helper(a):
+    return xp.tanh(a) * SCALE
+
+
+def scalar(x, y):
+    """A docstring."""
+    z = sin(x) * exp(y) + math.erf(x) * HALF
+    return z + helper(x * y)
+
+
+def straight_through(x):
+    return x + sg(np.round(x) - x) * symdiff.stop_gradient(x)
+
+
+def arrays(v: (2,), t):
+    u = np.sum(W @ v, axis=AXIS)
+    return np.log(np.sum(np.exp(u - sg(np.max(u))))) * t
+
+
+def branchy(x, n=3):
+    s = 0.0
+    for i in range(n):
+        if x > 0:
+            s = s + x ** 2 / (i + 1)
+        else:
+            s = s - x
+    return s
+
+
+def keywords(x, *, scale=1.5):
+    return x ** 3 * scale
+
+
+raise SystemExit("the sample ran to its end")
+'''
+
+
+@pytest.fixture
+def sample(tmp_path):
+    path = tmp_path / "sample.py"
+    path.write_text(SAMPLE)
+    return str(path)
+
+
+_modules = itertools.count()
+
+
+def live(path):
+    """Import ``path`` under a fresh name (its top level raises SystemExit at the end:
+    the functions are defined by then)."""
+    spec = importlib.util.spec_from_file_location(f"cli_live_{next(_modules)}", path)
+    module = importlib.util.module_from_spec(spec)
+    with pytest.raises(SystemExit):
+        spec.loader.exec_module(module)
+    return module
+
+
+def write(tmp_path, text, name="m.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def run(capsys, *argv):
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+PARAMS = {"helper": ("a",), "scalar": ("x", "y"), "straight_through": ("x",),
+          "arrays": ("v", "t"), "branchy": ("x", "n"), "keywords": ("x", "scale")}
+
+
+# --- printing the source ---
+
+
+def test_prints_exactly_the_source_grad_compiles_for_every_function(sample, capsys):
+    status, out, err = run(capsys, sample)
+    assert (status, err) == (0, "")
+    m = live(sample)
+    expected = [grad(getattr(m, name), wrt=params).source for name, params in PARAMS.items()]
+    assert out == "\n\n".join(expected)
+
+
+def test_a_relative_path_gives_the_same_text_and_errors_name_it_as_given(tmp_path, capsys,
+                                                                        monkeypatch):
+    (tmp_path / "rel.py").write_text("import numpy as np\n\ndef f(x):\n    return np.sin(x)"
+                                     "\n\ndef g(x):\n    return nothing(x)\n")
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, "rel.py")
+    spec = importlib.util.spec_from_file_location("cli_rel", "rel.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    assert status == 1 and out == grad(m.f, wrt=("x",)).source  # which names the full path
+    assert str(tmp_path / "rel.py") in out
+    assert err.startswith("rel.py:7:12: error: name 'nothing' is not defined\n")
+
+
+def test_does_not_run_the_file(sample, capsys):
+    status, out, err = run(capsys, sample)
+    assert status == 0 and "the sample ran" not in out + err
+
+
+def test_function_and_wrt_select_and_mirror_grad(sample, capsys):
+    m = live(sample)
+    capsys.readouterr()  # what importing it printed
+    status, out, _ = run(capsys, sample, "--function", "scalar", "--wrt", "y")
+    assert status == 0 and out == grad(m.scalar, wrt="y").source
+    status, out, _ = run(capsys, sample, "-f", "keywords", "-f", "scalar", "--wrt", "x,")
+    assert status == 0
+    assert out == grad(m.keywords, wrt=("x",)).source + "\n\n" + grad(m.scalar, wrt=(
+        "x",)).source
+
+
+def test_a_function_that_fails_is_reported_and_the_others_still_print(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+
+        def good(x):
+            return np.sin(x)
+
+        def bad(x):
+            y = x
+            y[0] = 1.0
+            return np.fft.fft(y)
+        """)
+    status, out, err = run(capsys, path)
+    assert status == 1
+    assert out.startswith("def grad_good(x):")
+    assert err == (
+        f"{path}:8:5: error: in-place writes to arrays are not supported\n"
+        "        y[0] = 1.0\n"
+        "        ^\n"
+        "  supported instead: build a new array (np.where, np.concatenate, arithmetic)\n"
+        f"{path}:9:12: error: np.fft.fft is not supported\n"
+        "        return np.fft.fft(y)\n"
+        "               ^\n"
+        "  supported instead: the NumPy and math functions in the coverage table in "
+        "README.md\n")
+
+
+def test_a_constant_only_running_the_file_would_give_has_a_located_error(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+        W = np.load("weights.npy")
+
+        def f(x):
+            return np.sum(W * x)
+        """)
+    status, out, err = run(capsys, path)
+    assert (status, out) == (1, "")
+    assert err == (
+        f"{path}:5:19: error: 'W' is set at module level (line 2) by code symdiff does not "
+        "run when it reads a file: a call of np.load\n"
+        "        return np.sum(W * x)\n"
+        "                      ^\n"
+        "  supported instead: numbers, literals, arithmetic on them, and NumPy constructors "
+        "of literals (np.array([...]), np.zeros((3, 4))); or use grad() in Python\n")
+
+
+def test_an_unresolved_name_in_a_helper_is_explained_where_the_helper_reads_it(tmp_path,
+                                                                              capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+        if np.pi > 3:
+            K = 2.0
+
+        def helper(a):
+            return a * K
+
+        def f(x):
+            return helper(x) + 1.0
+        """)
+    status, _, err = run(capsys, path, "-f", "f")
+    assert status == 1
+    assert err.startswith(f"{path}:6:16: error: 'K' is set at module level (line 2) by code "
+                          "symdiff does not run when it reads a file: an if block\n")
+
+
+def test_functions_without_parameters_are_skipped_with_a_note(tmp_path, capsys):
+    path = write(tmp_path, """\
+        def main():
+            return 1.0
+
+        def f(x):
+            return x
+        """)
+    status, out, err = run(capsys, path)
+    assert status == 0 and out.startswith("def grad_f(x):")
+    assert err == (f"{path}:1:1: note: skipped main: it has no parameter to differentiate\n"
+                   "    def main():\n"
+                   "    ^\n")
+    status, _, err = run(capsys, path, "-f", "main")
+    assert status == 1 and "error: main has no parameter to differentiate" in err
+
+
+def test_a_syntax_error_is_located(tmp_path, capsys):
+    path = write(tmp_path, "def f(x):\n    return x +\n")
+    status, out, err = run(capsys, path)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"{path}:2:15: error: invalid syntax\n    ")
+
+
+def test_help_exits_0_and_usage_errors_exit_2(sample, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0 and "--format" in capsys.readouterr().out
+    for argv in ([sample, "--bogus"], [sample, "--format", "pdf"], [],
+                 [sample, "--wrt", "1x"], [sample, "--shape", "x=a"],
+                 [sample, "--function", "nope"], [sample + ".missing"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2, argv
+        assert "usage: symdiff" in capsys.readouterr().err
+
+
+def test_python_m_symdiff_works(sample):
+    run = subprocess.run([sys.executable, "-m", "symdiff", sample, "-f", "scalar"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("def grad_scalar(x, y):") and "sample ran" not in run.stdout
+
+
+# --- formulas ---
+
+
+def test_format_math_prints_closed_formulas_in_ascii_when_not_a_terminal(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+        from symdiff import stop_gradient
+
+        def f(x, y):
+            z = x * y
+            return np.sin(z) + 3.0 * x
+
+        def st(w):
+            return w + stop_gradient(np.round(w) - w)
+        """)
+    status, out, _ = run(capsys, path, "--format", "math")
+    assert status == 0
+    assert out == ("f(x, y) = 3*x + sin(x*y)\n"
+                   "df/dx = y*cos(x*y) + 3\n"
+                   "df/dy = x*cos(x*y)\n"
+                   "\n"
+                   "st(w) = w + stop_gradient(-w + round(w))\n"
+                   "dst/dw = 1\n")
+
+
+def test_format_math_shows_array_code_and_control_flow_as_a_program(sample, capsys):
+    status, out, _ = run(capsys, sample, "--format", "math", "-f", "arrays", "-f", "branchy")
+    assert status == 0
+    m = live(sample)
+    assert out == (
+        "# arrays: not a closed formula (np.matmul at line 32 is an array operation); "
+        "shown as a program:\n\n" + grad(m.arrays, wrt=("v", "t")).source + "\n\n"
+        "# branchy: not a closed formula (it has control flow at line 38); "
+        "shown as a program:\n\n" + grad(m.branchy, wrt=("x", "n")).source)
+
+
+def test_format_latex(tmp_path, capsys):
+    path = write(tmp_path, """\
+        def my_f(x, y):
+            return x ** 2 * y
+        """)
+    status, out, _ = run(capsys, path, "--format", "latex")
+    assert status == 0
+    assert out == ("\\operatorname{my\\_f}(x, y) = x^{2} y\n"
+                   "\\frac{\\partial \\operatorname{my\\_f}}{\\partial x} = 2 x y\n"
+                   "\\frac{\\partial \\operatorname{my\\_f}}{\\partial y} = x^{2}\n")
+
+
+# --- --check ---
+
+
+def test_check_runs_the_file_and_agrees(sample, capsys):
+    status, out, err = run(capsys, sample, "--check", "--shape", "t=")
+    assert "the sample ran to its end" in err  # running the sample ends in SystemExit
+    assert status == 1
+
+
+def test_check_agrees_on_every_kind_of_function(tmp_path, capsys):
+    text = SAMPLE.replace('raise SystemExit("the sample ran to its end")\n', "")
+    path = write(tmp_path, text)
+    status, out, err = run(capsys, path, "--check")
+    assert (status, err) == (0, ""), err
+    lines = out.splitlines()
+    assert lines[0] == "the sample ran"  # --check, and only --check, runs the file
+    assert [line.split(":")[0] for line in lines[1:]] == list(PARAMS)
+    assert all(line.endswith("over 3 random points: ok") for line in lines[1:])
+
+
+def test_check_catches_a_wrong_derivative_rule_and_names_the_function(tmp_path, capsys,
+                                                                     monkeypatch):
+    path = write(tmp_path, """\
+        import numpy as np
+
+        def fine(x):
+            return x * x
+
+        def wrong(x):
+            return np.sin(x) * 2.0
+        """)
+    row = rules.lookup(np.sin)
+    # The forward code still calls np.sin; the derivative now comes from cos: -sin.
+    monkeypatch.setitem(rules._BY_ID, id(np.sin), (np.sin, dataclasses.replace(
+        row, sympy=sp.cos)))
+    status, out, err = run(capsys, path, "--check")
+    assert status == 1
+    assert "fine: largest relative error" in out and "fine: " in out and ": ok" in out
+    assert "wrong: largest relative error" in out and "DISAGREES" in out
+    assert err.startswith(f"{path}:6:1: error: the gradient of wrong disagrees with central "
+                          "differences: relative error ")
+    assert err.splitlines()[1:] == ["    def wrong(x):", "    ^"]
+
+
+def test_check_freezes_stop_gradient_arguments_at_the_point():
+    from symdiff import stop_gradient
+
+    def st(x):
+        return x + stop_gradient(np.round(x) - x)
+
+    # The straight-through gradient 1 agrees once the stopped part is frozen; the true
+    # derivative of the rounded value (0) does not.
+    assert check_gradient(st, lambda x: (1.0,), ("x",)).ok
+    assert not check_gradient(st, lambda x: (0.0,), ("x",)).ok
+
+
+def test_check_takes_shapes_from_options_annotations_and_defaults(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+
+        def f(a, b: "(2, 3)", c=np.ones(4), n=2):
+            assert np.shape(a) == (3, 1) and np.shape(b) == (2, 3) and np.shape(c) == (4,)
+            return np.sum(a * np.sum(b) * n) + np.sum(c ** 2)
+        """)
+    status, out, err = run(capsys, path, "--check", "--shape", "a=3,1")
+    assert (status, err) == (0, ""), err
+    status, out, err = run(capsys, path, "--check")
+    assert status == 1 and "AssertionError" in out
+
+
+def test_check_reports_a_function_that_is_never_finite(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+
+        def f(x):
+            return np.log(x - 10.0)
+        """)
+    status, out, err = run(capsys, path, "--check")
+    assert status == 1
+    assert out.startswith("f: not checked: it is not finite at every point tried")
+    assert err.startswith(f"{path}:3:1: error: cannot check the gradient of f: it is not "
+                          "finite")
+
+
+def test_check_of_the_cli_demo_example_agrees(capsys):
+    status, out, err = run(capsys, str(ROOT / "examples" / "cli_demo.py"), "--check")
+    assert (status, err) == (0, ""), err
+    assert out.count(": ok") == 4
+
+
+# --- --output ---
+
+
+def test_output_module_needs_only_numpy_and_matches_grad(sample, tmp_path, capsys):
+    out_path = tmp_path / "grads.py"
+    status, out, err = run(capsys, sample, "--output", str(out_path))
+    assert (status, out, err) == (0, "", "")
+    text = out_path.read_text()
+    assert "import symdiff" not in text and "sympy" not in text
+    assert text.startswith('"""Gradients of the functions in ')
+    assert "W = np.array([[1.0, 2.0], [3.0, -1.0]])" in text and "SCALE = 2.0" in text
+    assert "class SymdiffError(ValueError):" in text
+    points = {"helper": [0.3], "scalar": [0.3, -0.7], "straight_through": [1.3],
+              "arrays": [[0.5, -1.5], 2.0], "branchy": [0.7], "keywords": [2.0]}
+    script = textwrap.dedent(f"""\
+        import json, sys
+        sys.modules["sympy"] = None  # importing SymPy (or symdiff) now fails
+        sys.modules["symdiff"] = None
+        sys.path.insert(0, {str(tmp_path)!r})
+        import numpy as np
+        import grads
+        points = json.loads({json.dumps(points)!r})
+        out = {{}}
+        for name, args in points.items():
+            args = [np.array(a) if isinstance(a, list) else a for a in args]
+            out[name] = [np.asarray(g).tolist() for g in getattr(grads, "grad_" + name)(*args)]
+        try:
+            grads.grad_helper(np.ones(2))
+        except grads.SymdiffError as e:
+            out["error"] = str(e)
+        print(json.dumps(out))
+        """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    m = live(sample)
+    for name, args in points.items():
+        args = [np.array(a) if isinstance(a, list) else a for a in args]
+        expected = grad(getattr(m, name), wrt=PARAMS[name])(*args)
+        for got, want in zip(result[name], expected, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert "a gradient needs a scalar output" in result["error"]
+
+
+def test_output_copies_helpers_called_inside_stop_gradient(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+        from symdiff import stop_gradient
+
+        OFFSET = (1.5, 2)
+
+        def shift(x):
+            return np.max(x) + OFFSET[0]
+
+        def f(x: "(3,)"):
+            return np.sum(x * stop_gradient(shift(x)))
+        """)
+    out_path = tmp_path / "g.py"
+    assert run(capsys, path, "-o", str(out_path))[0] == 0
+    text = out_path.read_text()
+    assert "def shift(x):" in text and "OFFSET = (1.5, 2)" in text
+    namespace = {}
+    exec(compile(text, str(out_path), "exec"), namespace)
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(namespace["grad_f"](x)[0], np.full(3, 4.5))
+
+
+# --- the generated code in a debugger ---
+
+
+def test_pdb_steps_into_the_generated_code(tmp_path):
+    path = write(tmp_path, """\
+        import numpy as np
+
+        def f(x):
+            y = np.sin(x) * x
+            return y * 2.0
+        """)
+    script = textwrap.dedent(f"""\
+        import importlib.util, io, pdb, sys
+        spec = importlib.util.spec_from_file_location("m", {path!r})
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        from symdiff import grad
+        g = grad(m.f)
+        print(g.source)  # built now, so that the breakpoint below goes straight into it
+        print("=" * 20)
+        # Stop in the generated function (the Gradient's __wrapped__), then step through it.
+        commands = io.StringIO("break self.__wrapped__\\ncontinue\\n" + "next\\n" * 3
+                               + "continue\\n")
+        debugger = pdb.Pdb(stdin=commands, stdout=sys.stdout, nosigint=True)
+        debugger.use_rawinput = False
+        print(debugger.runcall(g, 0.5))
+        """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    source, _, session = done.stdout.partition("=" * 20 + "\n")
+    assert "> <symdiff grad_f " in session  # the frame is in the generated function's file
+    body = [line.strip() for line in source.splitlines()[6:]]  # after the docstring
+    shown = [line[3:] for line in session.splitlines() if line.startswith("-> ")]
+    # The first four statements of the generated code, each shown as pdb reaches it.
+    assert [s for s in shown if s in body] == body[:4], session
+
+
+def test_a_helper_imported_from_another_module_is_checked_and_exported(tmp_path, capsys):
+    (tmp_path / "cli_helpers_mod.py").write_text(
+        "import numpy\n\nGAIN = 3.0\n\n\ndef boost(a):\n    return numpy.tanh(a) * GAIN\n")
+    path = write(tmp_path, """\
+        from cli_helpers_mod import boost
+
+        def f(x):
+            return boost(x) * x
+        """)
+    status, out, err = run(capsys, path, "--check")
+    assert (status, err) == (0, ""), err
+    out_path = tmp_path / "exported.py"
+    assert run(capsys, path, "-o", str(out_path))[0] == 0
+    text = out_path.read_text()
+    assert "GAIN = 3.0" in text  # read by the inlined helper, from its own module
+    namespace = {}
+    exec(compile(text, str(out_path), "exec"), namespace)
+    x = 0.4
+    expected = np.tanh(x) * 3.0 + x * 3.0 / np.cosh(x) ** 2
+    assert abs(namespace["grad_f"](x)[0] - expected) < 1e-12
+
+
+@pytest.mark.parametrize("name", ["cli", "static", "check", "export", "formula"])
+def test_docstring_examples_hold(name):
+    import doctest
+    import importlib
+
+    results = doctest.testmod(importlib.import_module(f"symdiff.{name}"))
+    assert results.failed == 0 and results.attempted > 0
+
+
+def test_cache_info_and_clear(capsys, monkeypatch, tmp_path):
+    from symdiff.cli import main
+
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path / "c"))
+    assert main(["cache", "info"]) == 0
+    assert capsys.readouterr().out == f"symdiff cache: {tmp_path / 'c'}\n0 entries, 0 bytes\n"
+    assert main(["cache", "clear"]) == 0
+    assert capsys.readouterr().out == "removed 0 entries\n"
+    with pytest.raises(SystemExit) as e:
+        main(["cache", "nonsense"])
+    assert e.value.code == 2

@@ -1,0 +1,187 @@
+"""Closed formulas (symdiff.formula, Gradient.math/latex) and reading files statically."""
+
+import textwrap
+
+import numpy as np
+import pytest
+import sympy as sp
+from gradcheck import load
+
+from symdiff import grad
+from symdiff.formula import MAX_OPS, StopGradient, formula
+from symdiff.ir import symbol
+from symdiff.lower import lower
+from symdiff.parse import MISSING, FunctionSource, parse
+from symdiff.static import read_module
+
+M = load('''
+import math
+import numpy as np
+from symdiff import stop_gradient as sg
+
+RATE = 0.5
+
+def smooth(x, y):
+    z = np.exp(x * y)
+    return np.log(1.0 + z) + RATE * x ** 2
+
+def stopped(x):
+    return x * sg(x ** 2) + sg(np.sin(x))
+
+def maximum(a, b):
+    return np.maximum(a, b) + abs(a)
+
+def reduced(x):
+    return np.sum(x ** 2)
+
+def branch(x):
+    if x > 0:
+        return x
+    return -x
+
+def chain(x, y, z):
+    e = x
+    e = np.sin(e + x*y) * np.exp(-z*e) + np.log(1 + x**2)
+    e = np.sin(e + x*y) * np.exp(-z*e) + np.log(1 + x**2)
+    e = np.sin(e + x*y) * np.exp(-z*e) + np.log(1 + x**2)
+    return e
+
+def masked(x):
+    return x * (x > 0)
+''')
+
+x, y = symbol("x"), symbol("y")
+
+
+def closed(fn, wrt):
+    return formula(lower(parse(fn), wrt))
+
+
+def test_straight_line_code_is_substituted_and_differentiated():
+    f = closed(M.smooth, ("x", "y"))
+    assert f.closed and f.params == ("x", "y")
+    rate = symbol("RATE")  # module-level data stays a name, as in the generated code
+    assert sp.simplify(f.value - (sp.log(1 + sp.exp(x * y)) + rate * x**2)) == 0
+    for p, d in f.partials:
+        assert sp.simplify(d - sp.diff(f.value, symbol(p))) == 0
+
+
+def test_stop_gradient_is_kept_and_has_zero_derivative():
+    f = closed(M.stopped, ("x",))
+    assert f.value == x * StopGradient(x**2) + StopGradient(sp.sin(x))
+    assert f.partials == (("x", StopGradient(x**2)),)
+    assert "dstopped/dx = stop_gradient" in f.pretty(unicode=False)
+    assert f.latex().splitlines()[1] == ("\\frac{\\partial \\operatorname{stopped}}"
+                                         "{\\partial x} = \\operatorname{stop\\_gradient}"
+                                         "\\left(x^{2}\\right)")
+
+
+def test_the_tables_functions_are_shown_as_the_mathematical_ones():
+    text = closed(M.maximum, ("a", "b")).pretty(unicode=False)
+    assert "Max(a, b)" in text and "Heaviside" in text and "sign(a)" in text
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("reduced", "np.sum at line 19 is an array operation"),
+    ("branch", "it has control flow at line 22"),
+    ("chain", f"more than {MAX_OPS} operations"),
+])
+def test_not_a_closed_formula_says_why(name, reason):
+    f = closed(getattr(M, name), (0,))
+    assert not f.closed and reason in f.reason
+    assert f.pretty() == f"{name}: not a closed formula ({f.reason}); shown as a program"
+    assert f.latex() == f"% {name}: not a closed formula ({f.reason}); shown as a program"
+
+
+def test_a_constant_without_a_formula_is_shown_as_its_code():
+    f = closed(M.masked, ("x",))
+    assert f.pretty(unicode=False) == "masked(x) = (x > 0)*x\ndmasked/dx = (x > 0)"
+    assert f.latex().endswith("= \\texttt{(x > 0)}")
+
+
+def test_gradient_math_latex_and_notebook_display():
+    g = grad(M.smooth, wrt=("x", "y"))
+    assert "smooth(x, y) = " in g.math() and "∂smooth/∂x = " in g.math()
+    assert "dsmooth/dx = " in g.math(unicode=False) and "∂" not in g.math(unicode=False)
+    assert g.latex().splitlines()[1].startswith(
+        "\\frac{\\partial \\operatorname{smooth}}{\\partial x} = ")
+    assert g._repr_latex_().startswith("$$\\begin{aligned}") and " &= " in g._repr_latex_()
+    md = g._repr_markdown_()
+    assert md.startswith("$$") and md.endswith(f"```python\n{g.source}```\n")
+
+
+def test_gradient_of_array_code_is_shown_as_a_program():
+    g = grad(M.reduced)
+    assert g.math() == ("reduced: not a closed formula (np.sum at line 19 is an array "
+                        "operation); shown as a program")
+    assert g._repr_latex_() is None
+    assert g._repr_markdown_() == (f"*{g.math()}:*\n\n```python\n{g.source}```\n")
+
+
+# --- reading a file without running it ---
+
+
+def read(tmp_path, text):
+    path = tmp_path / "m.py"
+    path.write_text(textwrap.dedent(text))
+    return read_module(str(path))
+
+
+def test_imports_constants_and_functions_are_resolved_statically(tmp_path):
+    m = read(tmp_path, """\
+        import math, os.path as osp
+        import numpy as np
+        import numpy.linalg
+        from math import exp, pi as PI
+        from symdiff import stop_gradient as sg
+        from symdiff.runtime import stop_gradient
+        N = 3
+        SCALE = 2.0 * N
+        SCALE *= 2
+        A, B = 1, -2.5
+        W = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+        Z = np.zeros((N, 2)) + np.sqrt(4.0)
+        L = math.log(2)
+        AXES = (0, 1)
+        def f(x):
+            return x
+        print("not run")
+        """)
+    look = m.namespace.lookup
+    assert look("np") is np and look("numpy") is np and look("osp").__name__ == "posixpath"
+    assert look("exp") is __import__("math").exp and look("PI") == np.pi
+    assert look("sg") is look("stop_gradient")
+    assert (look("N"), look("SCALE"), look("A"), look("B"), look("AXES")) == (3, 12.0, 1, -2.5,
+                                                                             (0, 1))
+    assert look("W").dtype == np.float32 and np.all(look("Z") == 2.0)
+    assert look("L") == np.log(2)
+    assert isinstance(look("f"), FunctionSource) and look("f").namespace is m.namespace
+    assert list(m.functions) == ["f"] and not m.unresolved
+    assert m.imports["osp"] == "import os.path as osp"
+    assert m.imports["PI"] == "from math import pi as PI"
+
+
+def test_what_only_running_the_file_would_give_is_unresolved_with_a_reason(tmp_path):
+    m = read(tmp_path, """\
+        import numpy as np
+        import no_such_module_here
+        from . import sibling
+        BIG = np.zeros(10 ** 9)
+        HUGE = 10 ** 10 ** 10
+        F = open("x")
+        G = F
+        if True:
+            C = 1.0
+        class K:
+            pass
+        """)
+    reasons = {name: u.reason for name, u in m.unresolved.items()}
+    assert reasons["no_such_module_here"].startswith(
+        "import no_such_module_here failed: ModuleNotFoundError")
+    assert reasons["sibling"] == "a relative import, which needs the file's package"
+    assert reasons["BIG"] == "an array too large to build here"
+    assert reasons["HUGE"] == "an integer power too large to evaluate here"
+    assert reasons["F"] == "a call of open"
+    assert reasons["G"].startswith("F is not known")
+    assert (reasons["C"], reasons["K"]) == ("an if block", "a class definition")
+    assert all(m.namespace.lookup(n) is MISSING for n in reasons)
