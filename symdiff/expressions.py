@@ -1,0 +1,455 @@
+"""Python expressions -> SymPy images and equations: the expression half of ``lower``.
+
+An elementwise expression keeps the user's own code (names renamed to their SSA versions)
+for the forward sweep and gets its SymPy image for differentiation; an array operation
+(np.sum, @, x[i], ...) becomes an equation of its own; ``stop_gradient(...)`` contents,
+masks and shapes become constant equations with no adjoint.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import numbers
+import sysconfig
+import types
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+
+from . import rules
+from .ir import Eqn, symbol
+from .parse import MISSING, FunctionSource
+from .runtime import stop_gradient
+
+COVERAGE = "the coverage table in README.md"
+
+
+@dataclass
+class Val:
+    """A lowered expression: its SymPy image, its renamed code, the calls inside it."""
+
+    expr: sp.Expr | None
+    code: ast.expr
+    calls: list = field(default_factory=list)
+    value: object = MISSING  # a literal's value, or the object a global name refers to
+
+
+class Expressions:
+    """Lowering of expressions; mixed into the lowering of statements (``lower._Lowering``).
+
+    Relies on the statement half for ``env``, ``eqns``, ``names``, ``active`` and friends,
+    and for ``_ifexp``, ``_inline`` and ``_guard``.
+    """
+
+    # --- equations ---
+
+    def _emit_elementwise(self, out, val: Val):
+        inputs = self._inputs(val.code)
+        active = any(i in self.active for i in inputs)
+        if active:
+            self.active.add(out)
+        self.bound.add(out)
+        self.eqns.append(Eqn(out, "elementwise", val.code, self.line, inputs, active, self.where,
+                             expr=val.expr, calls=tuple(val.calls)))
+
+    def _inputs(self, code):
+        # Every SSA name ever bound: a, b = b, a reads a parameter its first target rebinds.
+        known = self.bound | set(self.env.values()) | set(self.data_globals)
+        return tuple(n for n in names_in(code) if n in known)
+
+    def _operand(self, val: Val, node) -> str:
+        """The name holding ``val``'s value: a new equation unless it is one already."""
+        self._need_number(val, node)
+        if isinstance(val.expr, sp.Symbol) and isinstance(val.code, ast.Name):
+            return val.code.id
+        out = self.names.fresh("_t", numbered=True)
+        self._emit_elementwise(out, val)
+        return out
+
+    # --- expressions ---
+
+    def _need_number(self, val, node):
+        if val.expr is None:
+            what = type(val.value).__name__ if val.value is not MISSING else "this value"
+            self.fail(node, f"{describe(node)} ({what}) is not a number or an array",
+                      "arithmetic on numbers and arrays, and the functions in " + COVERAGE)
+
+    def _expr(self, node) -> Val:
+        match node:
+            case ast.Constant(value=bool() | int() | float() as v):
+                return Val(sp.Integer(int(v)) if isinstance(v, (bool, int)) else sp.Float(v),
+                            copy.copy(node), value=v)
+            case ast.Constant(value=v) if v is None or isinstance(v, str):
+                return Val(None, copy.copy(node), value=v)
+            case ast.Constant():
+                self.fail(node, f"constant {node.value!r} is not supported",
+                          "real numbers (int, float)")
+            case ast.Name(id=name):
+                return self._name(node, name)
+            case ast.Attribute():
+                return self._attribute(node)
+            case ast.BinOp():
+                return self._binop(node)
+            case ast.UnaryOp(op=ast.USub() | ast.UAdd()):
+                v = self._expr(node.operand)
+                self._need_number(v, node.operand)
+                code = ast.UnaryOp(node.op, v.code)
+                return Val(-v.expr if isinstance(node.op, ast.USub) else v.expr, code, v.calls)
+            case ast.Call():
+                return self._call(node)
+            case ast.Lambda():
+                self.fail(node, "lambda expressions are not supported here",
+                          "define a function with def")
+            case ast.Subscript():
+                return self._subscript(node)
+            case ast.Compare() | ast.BoolOp() | ast.UnaryOp(op=ast.Not()):
+                return self._constant(node)  # a mask: no gradient flows through it
+            case ast.IfExp():
+                return self._ifexp(node)
+            case ast.Starred():
+                self.fail(node, "starred arguments (*args) are not supported",
+                          "pass each argument by name or position")
+            case ast.ListComp() | ast.SetComp() | ast.DictComp() | ast.GeneratorExp():
+                self.fail(node, "comprehensions are not supported", "array operations")
+            case ast.Yield() | ast.YieldFrom() | ast.Await():
+                self.fail(node, "generators and coroutines are not supported",
+                          "a plain function that returns a scalar")
+            case ast.NamedExpr():
+                self.fail(node, "assignment expressions (:=) are not supported",
+                          "a separate assignment statement")
+        self.fail(node, f"{describe(node)} is not supported", COVERAGE)
+
+    def _name(self, node, name) -> Val:
+        ssa = self._local(node, name)
+        if ssa is not None:
+            return Val(symbol(ssa), ast.Name(ssa, ast.Load()))
+        if name in self.local_functions:
+            return Val(None, ast.Name(name, ast.Load()), value=self.local_functions[name])
+        obj = self._use_global(node, name)
+        return self._global(obj, ast.Name(name, ast.Load()), data_name=name)
+
+    def _local(self, node, name) -> str | None:
+        """The SSA name a local variable has here, None for a global; fails if unbound."""
+        if name in self.env:
+            return self.env[name]
+        if name in self.locals:
+            self.fail(node, f"{name!r} is used before it is assigned",
+                      "assign it on every path before its use")
+        return self.enclosing.get(name)
+
+    def _use_global(self, node, name):
+        """What a module-level or closure name refers to; recorded for the generated code."""
+        obj = self.parsed.namespace.lookup(name)
+        if obj is MISSING:
+            self.fail(node, f"name {name!r} is not defined",
+                      "parameters, local names, and module-level names")
+        if name in self.globals_used and self.globals_used[name] is not obj:
+            self.fail(node, f"{name!r} means one thing in {self.top.name} and another in "
+                      f"{self.parsed.name}", "give one of them another name")
+        if name in self.bound:
+            self.fail(node, f"{name!r} is a module-level name here and a local variable of "
+                      "a function that calls this one", "give one of them another name")
+        self.globals_used[name] = obj
+        self.globals_where[name] = self.parsed.namespace.container(name)
+        self.names.taken.add(name)
+        return obj
+
+    def _global(self, obj, code, data_name=None) -> Val:
+        if isinstance(obj, numbers.Real) and not isinstance(obj, bool) and \
+                isinstance(obj, (int, float, np.floating, np.integer)):
+            if data_name is not None and obj not in (np.pi, np.e):
+                # A module-level number may be rebound: read its value at call time.
+                self.data_globals[data_name] = self.parsed.namespace.container(data_name)
+                return Val(symbol(data_name), code, value=obj)
+            return Val(rules.constant(obj), code, value=obj)
+        if isinstance(obj, np.ndarray) and data_name is not None:
+            self.data_globals[data_name] = self.parsed.namespace.container(data_name)
+            return Val(symbol(data_name), code, value=obj)
+        return Val(None, code, value=obj)
+
+    def _attribute(self, node) -> Val:
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id not in self.env:
+            base = self._expr(node.value)
+            if base.expr is None and base.value is not MISSING and not isinstance(
+                    base.value, (np.ndarray, numbers.Number)):
+                obj = getattr(base.value, node.attr, MISSING)
+                if obj is MISSING:
+                    self.fail(node, f"{ast.unparse(node)} does not exist",
+                              "check the spelling")
+                return self._global(obj, copy.copy(node))
+        if node.attr in rules.NO_GRADIENT_ATTRIBUTES:
+            return self._constant(node)
+        if node.attr == "T":
+            return self._array_op(node, rules.METHODS["transpose"], {"a": node.value},
+                                  receiver=node.value)
+        self.fail(node, f"attribute .{node.attr} is not supported",
+                  ".T .shape .ndim .size, and the methods in " + COVERAGE)
+
+    def _binop(self, node) -> Val:
+        if isinstance(node.op, ast.MatMult):
+            return self._array_op(node, rules.lookup(np.matmul), {"a": node.left,
+                                                                  "b": node.right})
+        left, right = self._expr(node.left), self._expr(node.right)
+        self._need_number(left, node.left)
+        self._need_number(right, node.right)
+        a, b = left.expr, right.expr
+        match node.op:
+            case ast.Add():
+                expr = a + b
+            case ast.Sub():
+                expr = a - b
+            case ast.Mult():
+                expr = a * b
+            case ast.Div():
+                expr = a / b
+            case ast.Pow():
+                expr = a**b if b.is_Number else rules.Power(a, b)
+            case ast.MatMult():
+                return self._array_op(node, rules.lookup(np.matmul),
+                                      {"a": node.left, "b": node.right})
+            case ast.FloorDiv():
+                expr = rules.Floor(a / b)
+            case ast.Mod():
+                expr = a - b * rules.Floor(a / b)
+            case _:
+                self.fail(node, f"operator {OPS.get(type(node.op), '?')} is not supported yet",
+                          "+ - * / ** // % @")
+        code = ast.BinOp(left.code, node.op, right.code)
+        calls = left.calls + right.calls
+        if isinstance(node.op, ast.Pow) and not b.is_Number:
+            # x**y is worth keeping for the derivative x**y*log(x); x**2 is not.
+            calls.append((expr, code))
+        return Val(expr, code, calls)
+
+    def _call(self, node) -> Val:
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                self.fail(a, "starred arguments (*args) are not supported",
+                          "pass each argument by position")
+        for k in node.keywords:
+            if k.arg is None:
+                self.fail(k.value, "keyword unpacking (**kwargs) is not supported",
+                          "pass each argument by name")
+        if isinstance(node.func, ast.Attribute) and self._is_local_value(node.func.value):
+            return self._method(node)
+        fn = self._expr(node.func)
+        if fn.expr is not None or fn.value is MISSING:
+            self.fail(node.func, f"{ast.unparse(node.func)} is not a function",
+                      "call NumPy or math functions")
+        obj = fn.value
+        if obj is stop_gradient:
+            return self._stop_gradient(node)
+        row = rules.lookup(obj)
+        name = ast.unparse(node.func)
+        if row is None and rules.no_gradient(obj):
+            return self._constant(node)
+        if row is None:
+            if isinstance(obj, FunctionSource) or _user_function(obj):
+                self._guard(node.func, obj)
+                return self._inline(node, obj)
+            if isinstance(obj, types.FunctionType) and obj.__module__.startswith("symdiff"):
+                self.fail(node, f"{name} inside a function being differentiated is not "
+                          "supported (no gradients of gradients)",
+                          "differentiate the function itself, or wrap the call in "
+                          "stop_gradient")
+            self.fail(node, f"{name} is not supported",
+                      "the NumPy and math functions in " + COVERAGE)
+        positional = list(node.args)
+        if getattr(row, "sequence", "") == "operands" and len(positional) > 1:
+            # np.einsum(spec, a, b): the operands are the rest of the arguments.
+            positional = [positional[0], ast.copy_location(
+                ast.List(positional[1:], ast.Load()), positional[1])]
+        args = self._arguments(positional, node.keywords, row.params, row.optional, name, node)
+        if isinstance(row, rules.Elementwise):
+            vals = {p: self._expr(a) for p, a in args.items()}
+            for p, v in vals.items():
+                if v.expr is None and v.value is not None:
+                    self._need_number(v, args[p])
+            expr = row.sympy(*[v.expr if v.expr is not None else v.value for v in vals.values()])
+            code = ast.Call(copy.copy(node.func), [v.code for v in vals.values()][
+                :len(node.args)], [ast.keyword(k.arg, vals[k.arg].code) for k in node.keywords])
+            calls = [c for v in vals.values() for c in v.calls]
+            if not expr.is_Atom:
+                calls.append((expr, code))
+            return Val(expr, code, calls)
+        return self._array_op(node, row, args)
+
+    def _is_local_value(self, node) -> bool:
+        """Whether ``node`` is a value computed in the function (so .sum() is a method)."""
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id in self.env or root.id in self.locals:
+            return True
+        return isinstance(self.parsed.namespace.lookup(root.id), np.ndarray)
+
+    def _method(self, node) -> Val:
+        meth = node.func.attr
+        row = rules.METHODS.get(meth)
+        if row is None:
+            self.fail(node.func, f"the array method .{meth}() is not supported",
+                      ", ".join(f".{m}()" for m in sorted(rules.METHODS)) + "; " + COVERAGE)
+        params = row.params[1:]
+        positional = list(node.args)
+        if meth in ("reshape", "transpose") and len(positional) > 1:
+            # x.reshape(3, 4) means x.reshape((3, 4)).
+            positional = [ast.copy_location(ast.Tuple(positional, ast.Load()), positional[0])]
+        optional = len([p for p in params if p in row.defaults])
+        args = self._arguments(positional, node.keywords, params, optional,
+                               "." + meth, node)
+        return self._array_op(node, row, {row.params[0]: node.func.value, **args},
+                              receiver=node.func.value)
+
+    def _arguments(self, positional, keywords, params, optional, name, node) -> dict:
+        if len(positional) > len(params):
+            self.fail(node, f"{name} takes at most {len(params)} arguments here",
+                      f"{name}({', '.join(params)})")
+        args = dict(zip(params, positional, strict=False))
+        for k in keywords:
+            if k.arg not in params or k.arg in args:
+                self.fail(k.value, f"{name}(..., {k.arg}=...) is not supported",
+                          f"{name}({', '.join(params)}); " + COVERAGE)
+            args[k.arg] = k.value
+        required = params[: len(params) - optional]
+        missing = [p for p in required if p not in args]
+        if missing:
+            self.fail(node, f"{name} needs the argument {missing[0]!r}",
+                      f"{name}({', '.join(params)})")
+        return {p: args[p] for p in params if p in args}
+
+    def _array_op(self, node, row, args, receiver=None) -> Val:
+        """An equation for an array operation; its operands become names first."""
+        operands, statics, codes = [], [], {}
+        for p, a in args.items():
+            if p == row.sequence:
+                if not isinstance(a, (ast.List, ast.Tuple)):
+                    self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
+                names = [self._operand(self._expr(e), e) for e in a.elts]
+                operands += [(p, n, i) for i, n in enumerate(names)]
+                codes[p] = ast.List([ast.Name(n, ast.Load()) for n in names], ast.Load())
+            elif p in row.vjp:
+                n = self._operand(self._expr(a), a)
+                operands.append((p, n, None))
+                codes[p] = ast.Name(n, ast.Load())
+            else:
+                code = self._constant_code(a)
+                if isinstance(code, ast.Name) and code.id in self.active:
+                    self.fail(a, f"{p} must not depend on the differentiated inputs",
+                              f"a constant {p}, such as a number or x.shape")
+                text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
+                statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
+                codes[p] = code
+        code = self._forward_code(node, row, codes, receiver)
+        out = self.names.fresh("_t", numbered=True)
+        inputs = tuple(dict.fromkeys(n for _, n, _ in operands))
+        active = any(i in self.active for i in inputs)
+        if active:
+            self.active.add(out)
+        self.bound.add(out)
+        self.eqns.append(Eqn(out, "array", code, self.line, inputs, active, self.where, op=row,
+                             operands=tuple(operands), statics=tuple(statics)))
+        return Val(symbol(out), ast.Name(out, ast.Load()))
+
+    def _forward_code(self, node, row, codes, receiver):
+        """The user's own call (or operator, or method), with its operands renamed."""
+        if isinstance(node, ast.BinOp):
+            return ast.BinOp(codes["a"], node.op, codes["b"])
+        if isinstance(node, ast.Subscript):
+            return ast.Subscript(codes["a"], codes["index"], ast.Load())
+        if isinstance(node, ast.Attribute):  # x.T
+            return ast.Attribute(codes[row.params[0]], node.attr, ast.Load())
+        if receiver is not None:
+            func = ast.Attribute(codes[row.params[0]], node.func.attr, ast.Load())
+            rest = row.params[1:]
+        else:
+            func, rest = copy.copy(node.func), row.params
+        count = len(node.args)
+        if receiver is not None and node.func.attr in ("reshape", "transpose") and count > 1:
+            count = 1  # x.reshape(3, 4) was read as x.reshape((3, 4))
+        keywords_given = {k.arg for k in node.keywords}
+        params = [p for p in rest if p in codes and p not in keywords_given]
+        args = [codes[p] for p in params[:count]]
+        if row.sequence == "operands":
+            args = args[:1] + codes["operands"].elts
+        keywords = [ast.keyword(k.arg, codes[k.arg]) for k in node.keywords]
+        return ast.Call(func, args, keywords)
+
+    def _subscript(self, node) -> Val:
+        if not self._is_local_value(node.value) or self._inactive(node.value):
+            return self._constant(node)
+        return self._array_op(node, rules.INDEX, {"a": node.value, "index": node.slice})
+
+    def _inactive(self, node) -> bool:
+        return isinstance(node, ast.Name) and node.id in self.env and \
+            self.env[node.id] not in self.active
+
+    def _constant(self, node) -> Val:
+        """A value that carries no gradient (a shape, a mask, np.zeros_like...): run it."""
+        code = self._constant_code(node)
+        out = self.names.fresh("_t", numbered=True)
+        self.bound.add(out)
+        self.eqns.append(Eqn(out, "const", code, self.line, names_in(code), False,
+                             self.where))
+        return Val(symbol(out), ast.Name(out, ast.Load()))
+
+    def _stop_gradient(self, node) -> Val:
+        if len(node.args) != 1 or node.keywords:
+            self.fail(node, "stop_gradient takes exactly one argument", "stop_gradient(x)")
+        code = self._constant_code(node.args[0])
+        out = self.names.fresh("_sg", numbered=True)
+        self.bound.add(out)
+        self.eqns.append(Eqn(out, "stop_gradient", code, self.line, names_in(code), False,
+                             self.where))
+        return Val(symbol(out), ast.Name(out, ast.Load()))
+
+    def _constant_code(self, node):
+        """``node`` with local names renamed, for code that is run but not differentiated."""
+        code = copy.deepcopy(node)
+        for n in ast.walk(code):
+            if isinstance(n, ast.Name):
+                ssa = self._local(n, n.id)
+                if ssa is not None:
+                    n.id = ssa
+                elif n.id in self.local_functions:
+                    self.fail(n, f"{n.id} is defined inside the function, so the generated "
+                              "code cannot call it here", "define it at module level")
+                else:
+                    self._use_global(n, n.id)
+        return code
+
+
+OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
+        ast.MatMult: "@", ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<",
+        ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
+
+
+_LIBRARIES = ("symdiff", "numpy", "scipy", "sympy", "jax", "torch", "autograd")
+_INSTALLED = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib",
+                                                       "platlib")})
+
+
+def _user_function(obj) -> bool:
+    """A Python function of the user's, to differentiate through (not a library's)."""
+    if not isinstance(obj, types.FunctionType):
+        return False
+    if (getattr(obj, "__module__", "") or "").split(".")[0] in _LIBRARIES:
+        return False
+    return not obj.__code__.co_filename.startswith(_INSTALLED)
+
+
+def names_in(code) -> tuple[str, ...]:
+    seen = {}
+    for n in ast.walk(code):
+        if isinstance(n, ast.Name):
+            seen[n.id] = None
+    return tuple(seen)
+
+
+def describe(node) -> str:
+    text = ast.unparse(node)
+    return repr(text if len(text) < 40 else text[:37] + "...")
