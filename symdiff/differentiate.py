@@ -161,9 +161,15 @@ class _Differentiator:
         partials = [p.xreplace(reuse) for p in partials]
         calls: dict[int, str] = {}
         for expr, node in reversed(eqn.calls):
-            if expr != eqn.expr and any(p.has(expr) for p in partials):
-                calls[id(node)] = self.names.fresh("_t", numbered=True)
-                partials = [p.xreplace({expr: symbol(calls[id(node)])}) for p in partials]
+            if expr == eqn.expr or not any(p.has(expr) for p in partials):
+                continue
+            name = self.names.fresh("_t", numbered=True)
+            replaced = [p.xreplace({expr: symbol(name)}) for p in partials]
+            if replaced == partials:  # has() saw it inside a longer product: not reusable
+                self.names.taken.discard(name)
+                continue
+            calls[id(node)] = name
+            partials = replaced
         self.hoisted[id(eqn)] = calls
         kept = [(a, dv * p) for a, p in zip(targets, partials, strict=True) if p != 0]
         if not kept:

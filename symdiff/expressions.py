@@ -221,8 +221,9 @@ class Expressions:
                           "+ - * / ** // % @")
         code = ast.BinOp(left.code, node.op, right.code)
         calls = left.calls + right.calls
-        if isinstance(node.op, ast.Pow) and not b.is_Number:
-            # x**y is worth keeping for the derivative x**y*log(x); x**2 is not.
+        if isinstance(node.op, ast.Pow) and not b.is_Number or _compound(expr):
+            # Parts the derivative may need again (x**y for x**y*log(x), e + x*y for
+            # cos(e + x*y)): the backward sweep reuses them if it does.
             calls.append((expr, code))
         return Val(expr, code, calls)
 
@@ -440,6 +441,11 @@ def _user_function(obj) -> bool:
     if (getattr(obj, "__module__", "") or "").split(".")[0] in _LIBRARIES:
         return False
     return not obj.__code__.co_filename.startswith(_INSTALLED)
+
+
+def _compound(expr) -> bool:
+    """An expression of two operations or more: worth computing once, not twice."""
+    return not expr.is_Atom and any(not a.is_Atom for a in expr.args)
 
 
 def names_in(code) -> tuple[str, ...]:
