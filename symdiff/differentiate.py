@@ -85,7 +85,7 @@ class _Differentiator:
         self.adj: dict[str, str] = {}
         self.active = set(ir.wrt)
         self.hoisted: dict[int, dict[int, str]] = {}  # id(eqn) -> {id(call node): temp}
-        self.tapes: dict[int, tuple[str, tuple[str, ...]]] = {}  # id(loop) -> tape, names
+        self.tapes: dict[int, tuple] = {}  # id(loop) -> (tape, names, names set conditionally)
         _mark_active(ir.eqns, self.active)
 
     def run(self, with_value, as_tuple) -> Program:
@@ -122,7 +122,9 @@ class _Differentiator:
                 continue
             scope.defined.add(target)
             if scope.parent is None or target in scope.local:
-                lines.append(Line(self._adjoint(target), f"_zeros({target})",
+                # A name bound on some paths only may be unbound here: a scalar zero then.
+                zero = "0.0" if target in self.ir.maybe_unbound else f"_zeros({target})"
+                lines.append(Line(self._adjoint(target), zero,
                                   comment="nothing has flowed back to it yet"))
             else:
                 scope.preinit.append(target)
@@ -233,12 +235,14 @@ class _Differentiator:
         if not body:
             return
         blines += body
-        # Again, now that inner loops have their tapes.
-        defined |= _defined_here(item.body, self.tapes, self.hoisted)
+        # Everything the body assigns, through its branches, and the tapes of inner loops.
+        defined |= _assigned_within(item.body, self.tapes, self.hoisted)
         needed = [n for n in dict.fromkeys(_loads(blines)) if n in defined or n in {
             phi for phi, _, _ in item.carried}]
         tape = self.names.fresh("_tape", numbered=True)
-        self.tapes[id(item)] = (tape, tuple(needed))
+        top = _defined_here(item.body, self.tapes, self.hoisted) | {item.target} | {
+            phi for phi, _, _ in item.carried}
+        self.tapes[id(item)] = (tape, tuple(needed), tuple(n for n in needed if n not in top))
         child.preinit += [phi for phi, _, _ in carried]
         self._enter(scope, child, lines)
         lines.append(Line("", None, item.where))
@@ -279,6 +283,10 @@ class _Differentiator:
         tape = self.tapes.get(id(item))
         body = self._forward(item.body)
         if tape is not None:
+            # A value assigned in one branch only is recorded on every iteration: None when
+            # that branch did not run (its backward step then does not read it).
+            body[:0] = [Line(n, "None", item.where, comment="set in one branch only")
+                        for n in tape[2]]
             out.append(Line(tape[0], "[]", item.where,
                             comment="each iteration's values, for the backward sweep"))
             body.append(Line("", f"{tape[0]}.append({_pack(tape[1])})", item.where))
@@ -321,6 +329,17 @@ def _defined_here(items, tapes, hoisted) -> set[str]:
                 names.add(item.target)
             if id(item) in tapes:
                 names.add(tapes[id(item)][0])
+    return names
+
+
+def _assigned_within(items, tapes, hoisted) -> set[str]:
+    """Every name a loop body assigns in one iteration, in its branches too (not inside
+    inner loops, whose values their own tapes keep)."""
+    names = _defined_here(items, tapes, hoisted)
+    for item in items:
+        if isinstance(item, If):
+            names |= _assigned_within(item.then, tapes, hoisted)
+            names |= _assigned_within(item.orelse, tapes, hoisted)
     return names
 
 

@@ -46,6 +46,7 @@ class _Lowering(Expressions):
         self.where = ("", "")
         self.bound: set[str] = set()
         self.maybe_unbound: set[str] = set()
+        self.env_maybe_unbound: set[str] = set()  # their SSA names
         self.local_functions: dict[str, FunctionSource] = {}
         self.enclosing: dict[str, str] = {}  # a nested helper's view of its definer's names
         self.stack: list = []
@@ -98,7 +99,8 @@ class _Lowering(Expressions):
                   tuple(self.eqns), result, frozenset(self.names.taken), frozenset(self.ids),
                   tuple(self.data_globals.items()), self.np_alias,
                   tuple((n, o, self.globals_where[n]) for n, o in self.globals_used.items()),
-                  tuple(self.guards.values()))
+                  tuple(self.guards.values()),
+                  frozenset(self.env_maybe_unbound))
 
     def _params(self):
         a = self.node.args
@@ -292,6 +294,7 @@ class _Lowering(Expressions):
             if t is None or e is None:  # bound on one path only: unbound on the other
                 env[name] = t or e
                 self.maybe_unbound.add(name)
+                self.env_maybe_unbound.add(t or e)
                 continue
             merged = self._ssa(name)
             self.bound.add(merged)
@@ -328,10 +331,10 @@ class _Lowering(Expressions):
         where, line = self.where, self.line
         header, target, prologue = (self._iteration(stmt) if isinstance(stmt, ast.For)
                                     else (None, None, []))
-        # Variables the body assigns; the index of a loop nested in it is not carried (it
-        # may stay unbound when that loop runs zero times).
-        inner = {n for s in body for n in _nested_targets(s)}
-        carried = [n for n in _assigned(body) if n not in _target_names(stmt) | inner]
+        # Every variable the body assigns, and the loop's own targets: after the loop (or
+        # after an iteration) each holds its last value, or its value before the loop.
+        targets = [t for t in _target_names(stmt) if t not in _assigned(body)]
+        carried = _assigned(body) + sorted(targets)
         forced: set[str] = set()
         while True:  # again if a variable turns out active only through the loop body
             state = (len(self.eqns), set(self.names.taken), set(self.bound), set(self.active),
@@ -570,11 +573,6 @@ def _target_names(stmt) -> set[str]:
     if isinstance(stmt, ast.For):
         return {n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name)}
     return set()
-
-
-def _nested_targets(stmt) -> set[str]:
-    return {n.id for loop in _scoped_walk([stmt]) if isinstance(loop, ast.For)
-            for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
 
 
 def _breaks(body) -> bool:

@@ -476,11 +476,6 @@ def test_inner_loops_that_run_zero_times(name, args, wrt):
     agrees(getattr(INNER_ZERO_TRIP, name), args, wrt)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "values computed inside an if/else branch (or a conditional expression, or before a "
-    "continue/break) in a loop body are not put on the loop's tape: the backward sweep "
-    "reads the last iteration's values for every iteration (differentiate._defined_here "
-    "collects only the If's phis, not the names its branches define)"))
 @pytest.mark.parametrize("name", ["if_in_for", "continue_in_for", "if_in_while",
                                   "conditional_expression_in_loop", "break_from_inner_loop"])
 def test_branch_values_inside_loops(name):
@@ -510,11 +505,6 @@ def zip_item_after_loop(X, Y):
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the variable an array loop binds (for row in X / enumerate / zip), read after the loop: "
-    "the adjoint it gets after the loop is added again in every iteration of the backward "
-    "loop (drow is never reset per iteration, since loop targets are not loop-carried in "
-    "lower._loop), so every row of X gets the last row's gradient"))
 @pytest.mark.parametrize("name, args, wrt", [
     ("row_after_loop", (X32,), (0,)),
     ("enumerate_row_after_loop", (X32,), (0,)),
@@ -556,11 +546,6 @@ def test_bound_in_one_branch_when_taken():
     agrees(ONE_SIDED.bound_in_one_branch, (V3, 1.0))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a variable bound in one branch only (y) and read under the same condition later: when "
-    "the branch is not taken the function is fine, but the gradient raises a raw "
-    "UnboundLocalError, because differentiate._enter emits 'dy = _zeros(y)' before the "
-    "second if's backward block, unconditionally"))
 def test_bound_in_one_branch_when_not_taken():
     agrees(ONE_SIDED.bound_in_one_branch, (V3, -1.0))
 
