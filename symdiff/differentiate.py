@@ -351,10 +351,14 @@ def _loads(lines) -> list[str]:
     out = []
     for line in lines:
         if isinstance(line, Block):
-            # A for header binds its targets: only what follows " in " is read.
-            read = line.header.split(" in ", 1)[1] if line.header.startswith("for ") else \
-                line.header
-            out += _IDENT.findall(read) + _loads(line.body) + _loads(line.orelse)
+            if line.header.startswith("for "):
+                # A for header binds its targets anew in each step: only what follows
+                # " in " is read, and the body's reads of the targets are its own.
+                bound, read = line.header[4:].split(" in ", 1)
+                inner = set(_IDENT.findall(bound))
+                out += _IDENT.findall(read) + [n for n in _loads(line.body) if n not in inner]
+            else:
+                out += _IDENT.findall(line.header) + _loads(line.body) + _loads(line.orelse)
             continue
         value = line.value
         if isinstance(value, sp.Basic):

@@ -104,6 +104,9 @@ class Expressions:
                           "define a function with def")
             case ast.Subscript():
                 return self._subscript(node)
+            case ast.BoolOp() if not _boolean(node):
+                self.fail(node, "and/or of numbers returns one of them, which is not "
+                          "supported", "and/or of comparisons, or np.where for a value")
             case ast.Compare() | ast.BoolOp() | ast.UnaryOp(op=ast.Not()):
                 return self._constant(node)  # a mask: no gradient flows through it
             case ast.IfExp():
@@ -285,7 +288,8 @@ class Expressions:
         root = node
         while isinstance(root, ast.Attribute):
             root = root.value
-        if not isinstance(root, ast.Name) or root.id in self.env or root.id in self.locals:
+        if not isinstance(root, ast.Name) or root.id in self.env or root.id in self.locals \
+                or root.id in self.enclosing:
             return True
         return isinstance(self.parsed.namespace.lookup(root.id), np.ndarray)
 
@@ -352,6 +356,9 @@ class Expressions:
         if active:
             self.active.add(out)
         self.bound.add(out)
+        self.temps.add(out)
+        if row.names[0] in _VIEWS:  # x[1:], x.T, reshape: the same data under a new name
+            self.alias[out] = self._root(operands[0][1])
         self.eqns.append(Eqn(out, "array", code, self.line, inputs, active, self.where, op=row,
                              operands=tuple(operands), statics=tuple(statics)))
         return Val(symbol(out), ast.Name(out, ast.Load()))
@@ -394,6 +401,7 @@ class Expressions:
         code = self._constant_code(node)
         out = self.names.fresh("_t", numbered=True)
         self.bound.add(out)
+        self.temps.add(out)
         self.eqns.append(Eqn(out, "const", code, self.line, names_in(code), False,
                              self.where))
         return Val(symbol(out), ast.Name(out, ast.Load()))
@@ -404,6 +412,9 @@ class Expressions:
         code = self._constant_code(node.args[0])
         out = self.names.fresh("_sg", numbered=True)
         self.bound.add(out)
+        self.temps.add(out)
+        if isinstance(code, ast.Name):  # stop_gradient(x) is x itself
+            self.alias[out] = self._root(code.id)
         self.eqns.append(Eqn(out, "stop_gradient", code, self.line, names_in(code), False,
                              self.where))
         return Val(symbol(out), ast.Name(out, ast.Load()))
@@ -441,6 +452,20 @@ def _user_function(obj) -> bool:
     if (getattr(obj, "__module__", "") or "").split(".")[0] in _LIBRARIES:
         return False
     return not obj.__code__.co_filename.startswith(_INSTALLED)
+
+
+# Operations whose result shares its operand's data (NumPy views): x[1:], x.T, reshape...
+_VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "np.transpose",
+          "np.broadcast_to"}
+
+
+def _boolean(node) -> bool:
+    """Whether an expression is certainly a truth value (comparisons, not, and/or of them)."""
+    if isinstance(node, ast.BoolOp):
+        return all(_boolean(v) for v in node.values)
+    return isinstance(node, (ast.Compare, ast.UnaryOp)) and (
+        not isinstance(node, ast.UnaryOp) or isinstance(node.op, ast.Not)) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, bool))
 
 
 def _compound(expr) -> bool:

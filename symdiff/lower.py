@@ -50,6 +50,9 @@ class _Lowering(Expressions):
         self.local_functions: dict[str, FunctionSource] = {}
         self.enclosing: dict[str, str] = {}  # a nested helper's view of its definer's names
         self.stack: list = []
+        self.depth = 0  # how many branches and loops the current statement is inside
+        self.temps: set[str] = set()  # temporaries, which an assignment may rename
+        self.alias: dict[str, str] = {}  # SSA name -> a name of the same array object
         self.parsed_callees: dict = {}
         self.globals_where: dict = {}  # name -> the dict or cell it was found in
         self.guards: dict = {}  # (id(container), name) -> (container, name, function)
@@ -160,6 +163,7 @@ class _Lowering(Expressions):
                 if not isinstance(op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
                     self.fail(stmt, f"augmented assignment {OPS.get(type(op), '?')}= is "
                               "not supported", "+= -= *= /= **=")
+                self._refuse_shared(stmt, target.id)
                 load = ast.copy_location(ast.Name(target.id, ast.Load()), target)
                 self._assign(target, ast.copy_location(ast.BinOp(load, op, value), stmt))
             case ast.Pass():
@@ -173,6 +177,11 @@ class _Lowering(Expressions):
             case ast.For() | ast.While():
                 self._loop(stmt)
             case ast.FunctionDef(decorator_list=[]):
+                if self.depth or stmt.name in self.local_functions:
+                    where = "inside a branch or loop" if self.depth else "twice"
+                    self.fail(stmt, f"a helper defined {where} is not supported",
+                              "define each helper once, at the top of the function (or at "
+                              "module level)")
                 self.local_functions[stmt.name] = FunctionSource(
                     stmt.name, stmt, self.src, self.parsed.namespace)
             case _:
@@ -231,6 +240,30 @@ class _Lowering(Expressions):
                                                lineno=target.lineno,
                                                col_offset=target.col_offset))
 
+    def _refuse_shared(self, stmt, name):
+        """x += 1 changes an ndarray in place: where another name may share x's array, the
+        generated code checks, when it runs, that x is not an array (a number is fine)."""
+        if name not in self.env:
+            return
+        root = self._root(self.env[name])
+        others = sorted(n for n, ssa in self.env.items() if n != name and not n.startswith("<")
+                        and self._root(ssa) == root)
+        if not others:
+            return
+        problem = self.src.problem(
+            stmt, f"{name} is an array shared with {others[0]}, so NumPy's augmented "
+            f"assignment changes {others[0]} too, which symdiff does not follow",
+            f"{name} = {name} {OPS.get(type(stmt.op), '?')} ..., which makes a new array")
+        check = ast.Expr(ast.Call(ast.Name("_not_in_place", ast.Load()), [
+            ast.Name(self.env[name], ast.Load()), ast.Constant(problem.format())], []))
+        self.eqns.append(Eqn("", "assert", check, stmt.lineno, (self.env[name],), False,
+                             self.where))
+
+    def _bound_ssa(self, name) -> str:
+        ssa = self._ssa(name)
+        self.bound.add(ssa)
+        return ssa
+
     def _ssa(self, name) -> str:
         """A fresh SSA name for ``name``: its own name first, then name_1, name_2, ..."""
         if name.startswith("<"):  # a pseudo-variable: the return value, a break flag
@@ -253,14 +286,25 @@ class _Lowering(Expressions):
     def _define(self, ssa, val: Val):
         last = self.eqns[-1] if self.eqns else None
         if isinstance(last, Eqn) and last.kind in ("array", "const", "stop_gradient") and \
-                isinstance(val.code, ast.Name) and val.code.id == last.out:
+                isinstance(val.code, ast.Name) and val.code.id == last.out and \
+                last.out in self.temps:
             # x = np.sum(y): name the array equation itself rather than copy its temporary.
             self.names.taken.discard(last.out)
+            self.temps.discard(last.out)
             self.eqns[-1] = dataclasses.replace(last, out=ssa)
             if last.out in self.active:
                 self.active.add(ssa)
+            if last.out in self.alias:
+                self.alias[ssa] = self.alias[last.out]
         else:
             self._emit_elementwise(ssa, val)
+            if isinstance(val.code, ast.Name):  # b = a: one array, two names
+                self.alias[ssa] = self._root(val.code.id)
+
+    def _root(self, name) -> str:
+        while name in self.alias and self.alias[name] != name:
+            name = self.alias[name]
+        return name
 
     def _assert(self, stmt):
         code = self._constant_code(stmt)
@@ -273,7 +317,11 @@ class _Lowering(Expressions):
         """Lower ``stmts`` into a list of their own; returns (equations, env after)."""
         saved = self.eqns
         self.eqns = []
-        self._statements(stmts)
+        self.depth += 1
+        try:
+            self._statements(stmts)
+        finally:
+            self.depth -= 1
         out, self.eqns = self.eqns, saved
         return out, dict(self.env)
 
@@ -357,9 +405,13 @@ class _Lowering(Expressions):
                 self.env[target[0]] = target[1]
             saved = self.eqns
             self.eqns = []
-            for name, index_of in prologue:
-                self._bind(name, self._expr(index_of), index_of)
-            self._statements(body)
+            self.depth += 1
+            try:
+                for name, index_of in prologue:
+                    self._bind(name, self._expr(index_of), index_of)
+                self._statements(body)
+            finally:
+                self.depth -= 1
             eqns, self.eqns = self.eqns, saved
             nexts = [self.env.get(n, phi) for n, (phi, _) in zip(carried, phis, strict=True)]
             late = {n for n, (phi, _), nxt in zip(carried, phis, nexts, strict=True)
@@ -395,7 +447,7 @@ class _Lowering(Expressions):
         if fn is range:
             if not isinstance(target, ast.Name):
                 self.fail(target, "a range loop binds one name", "for i in range(n):")
-            return self._constant_code(it), (target.id, self._ssa(target.id)), []
+            return self._constant_code(it), (target.id, self._bound_ssa(target.id)), []
         if fn is enumerate:
             if len(it.args) != 1 or it.keywords or not (
                     isinstance(target, ast.Tuple) and len(target.elts) == 2
@@ -404,7 +456,7 @@ class _Lowering(Expressions):
                           "for i, row in enumerate(X)", "for i, row in enumerate(X):")
             index, row = target.elts
             array = self._iterable(it.args[0])
-            return (_range_len([self.env[array]]), (index.id, self._ssa(index.id)),
+            return (_range_len([self.env[array]]), (index.id, self._bound_ssa(index.id)),
                     [(row.id, _index_node(array, index.id, it))])
         self.counter += 1
         key = f"<k{self.counter}>"

@@ -79,6 +79,12 @@ def _fit(g, x, *earlier):
     return np.array(np.broadcast_to(g, np.shape(x)), dtype=np.float64)
 
 
+def _not_in_place(value, message):
+    """Refuse an augmented assignment that NumPy would do in place on a shared array."""
+    if isinstance(value, np.ndarray):
+        raise SymdiffError(message)
+
+
 def _check_scalar(value, name):
     """Refuse a non-scalar output: a gradient needs a scalar function."""
     if type(value) is float or np.ndim(value) == 0:

@@ -160,11 +160,6 @@ def concatenation_passed_to_helper(x, y):
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "'a = <array operation>' directly followed by 'b = a' (or by a helper call binding a "
-    "parameter to a): lower._define renames the array equation's output from a to b, so a "
-    "is never assigned and the gradient raises a raw NameError (the _define shortcut meant "
-    "for temporaries applies to user variables too)"))
 @pytest.mark.parametrize("name, args, wrt", [
     ("copy_of_reduction", (V3,), (0,)),
     ("copy_of_transpose", (V3,), (0,)),
@@ -463,11 +458,6 @@ def test_inner_loops_that_run():
     agrees(INNER_ZERO_TRIP.inner_rows, (V3, np.ones((2, 3)) * 1.1), (0, 1))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an inner loop that runs zero times inside an outer loop: the outer loop's tape holds "
-    "the inner loop's index (j, or _k0 for 'for row in X'), which was never bound, so the "
-    "gradient raises a raw UnboundLocalError where the function is fine (the inner target "
-    "is taped by the outer loop although the inner loop's own tape rebinds it)"))
 @pytest.mark.parametrize("name, args, wrt", [
     ("inner_range", (V3, 0), (0,)),
     ("inner_rows", (V3, np.ones((0, 3))), (0, 1)),
@@ -687,27 +677,17 @@ def enclosing_method(x):
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a function defined by def in both branches of an if: the last definition (the else "
-    "branch's) is inlined whichever branch runs (lower._statement records every nested def "
-    "in local_functions as it is lowered, ignoring the branch)"))
-def test_nested_def_in_branches():
-    agrees(NESTED.def_in_branches, (np.abs(V3),))  # the if branch runs: h(u) = 2u
+def test_nested_def_in_branches_is_refused():
+    # Which definition runs depends on the branch: refused, rather than picking one.
+    with pytest.raises(SymdiffError, match="a helper defined inside a branch or loop"):
+        grad(NESTED.def_in_branches)(np.abs(V3))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "subscripting a variable of the enclosing function inside a nested def (a[0]) is "
-    "treated as a constant, so no gradient flows through it (lower._is_local_value ignores "
-    "self.enclosing)"))
 @pytest.mark.parametrize("name", ["enclosing_subscript", "enclosing_parameter_subscript"])
 def test_nested_def_subscripts_enclosing_variable(name):
     agrees(getattr(NESTED, name), (V3,))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a method call on an enclosing variable inside a nested def (a.sum()) is refused with "
-    "the misleading 'attribute .sum is not supported' (same cause: _is_local_value ignores "
-    "the enclosing scope)"))
 def test_nested_def_method_on_enclosing_variable():
     agrees(NESTED.enclosing_method, (V3,))
 
@@ -1368,13 +1348,12 @@ def test_elementwise(name, arg):
     agrees(getattr(ELEMENTWISE, name), (arg,))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "'x or c' and 'x and y' used as values are lowered as constants (lower._expr sends "
-    "every BoolOp to _constant), so the gradient through them is silently 0"))
 @pytest.mark.parametrize("name, args, wrt", [("or_value", (1.7,), (0,)),
                                              ("and_value", (1.7, 0.6), (1,))])
 def test_boolean_operators_as_values(name, args, wrt):
-    agrees(getattr(ELEMENTWISE, name), args, wrt)
+    # x or 1.0 is x or 1.0 depending on x's truth: refused, with a located error.
+    with pytest.raises(SymdiffError, match="and/or of numbers returns one of them"):
+        grad(getattr(ELEMENTWISE, name), wrt=wrt)(*args)
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -1445,11 +1424,6 @@ def test_in_place_writes_are_refused(name):
         grad(getattr(INPLACE, name))(V3.copy())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "augmented assignment to a name that aliases another array (a = x; x += 1, or a view "
-    "y = x[1:]; y *= 2) runs in place in NumPy and changes the other name too, but symdiff "
-    "lowers it as x = x + 1 (a new array): the gradient is that of a different function; it "
-    "should be refused or follow NumPy's semantics"))
 @pytest.mark.parametrize("name", ["augmented_alias_of_parameter", "augmented_alias_of_local",
                                   "augmented_slice_view", "augmented_reshape_view"])
 def test_augmented_assignment_through_an_alias(name):
