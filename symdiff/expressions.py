@@ -268,7 +268,8 @@ class Expressions:
             # np.einsum(spec, a, b): the operands are the rest of the arguments.
             positional = [positional[0], ast.copy_location(
                 ast.List(positional[1:], ast.Load()), positional[1])]
-        args = self._arguments(positional, node.keywords, row.params, row.optional, name, node)
+        args = self._arguments(positional, node.keywords, row.params, row.optional, name, node,
+                               getattr(row, "positional", 99))
         if isinstance(row, rules.Elementwise):
             vals = {p: self._expr(a) for p, a in args.items()}
             for p, v in vals.items():
@@ -306,12 +307,16 @@ class Expressions:
             positional = [ast.copy_location(ast.Tuple(positional, ast.Load()), positional[0])]
         optional = len([p for p in params if p in row.defaults])
         args = self._arguments(positional, node.keywords, params, optional,
-                               "." + meth, node)
+                               "." + meth, node, row.positional - 1)
         return self._array_op(node, row, {row.params[0]: node.func.value, **args},
                               receiver=node.func.value)
 
-    def _arguments(self, positional, keywords, params, optional, name, node) -> dict:
-        if len(positional) > len(params):
+    def _arguments(self, positional, keywords, params, optional, name, node,
+                   limit=99) -> dict:
+        if len(positional) > min(len(params), limit):
+            if len(positional) <= len(params):
+                self.fail(node, f"{name} takes {', '.join(params[:limit])} by position here",
+                          f"pass {', '.join(params[limit:])} by name")
             self.fail(node, f"{name} takes at most {len(params)} arguments here",
                       f"{name}({', '.join(params)})")
         args = dict(zip(params, positional, strict=False))

@@ -37,7 +37,21 @@ def _zero_derivative(name: str) -> type:
     })
 
 
-Round = _zero_derivative("Round")
+
+
+class Round(_NumpyFunction):
+    """np.round(x, decimals): derivative 0; the decimals are part of the value's identity."""
+
+    nargs = (1, 2)
+
+    @property
+    def numpy_template(self):
+        return "{np}.round({0})" if len(self.args) == 1 else "{np}.round({0}, {1})"
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+
 Floor = _zero_derivative("Floor")
 Ceil = _zero_derivative("Ceil")
 Trunc = _zero_derivative("Trunc")
@@ -75,6 +89,39 @@ class Minimum(_NumpyFunction):
     def fdiff(self, argindex=1):
         a, b = self.args
         return Step(b - a) if argindex == 1 else Step(a - b)
+
+
+class NanStep(_NumpyFunction):
+    """The share of the first operand of fmax(a, b): 1 if b is NaN, 0 if a is, else a step."""
+
+    nargs = 2
+    numpy_template = ("{np}.where({np}.isnan({1}), 1.0, {np}.where({np}.isnan({0}), 0.0, "
+                      "{np}.heaviside({0} - {1}, 0.5)))")
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+
+class FMax(_NumpyFunction):
+    """np.fmax: as np.maximum, but a NaN operand is ignored (and gets no gradient)."""
+
+    nargs = 2
+    numpy_template = "{np}.fmax({0}, {1})"
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        return NanStep(a, b) if argindex == 1 else NanStep(b, a)
+
+
+class FMin(_NumpyFunction):
+    """np.fmin: as np.minimum, but a NaN operand is ignored (and gets no gradient)."""
+
+    nargs = 2
+    numpy_template = "{np}.fmin({0}, {1})"
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        return NanStep(-a, -b) if argindex == 1 else NanStep(-b, -a)
 
 
 class Cbrt(_NumpyFunction):
@@ -188,6 +235,7 @@ class ArrayOp:
     sequence: str = ""
     method: str = ""
     note: str = ""
+    positional: int = 99  # how many parameters NumPy takes by position here
 
     @property
     def optional(self) -> int:
@@ -237,13 +285,18 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     E(("np.divide", "np.true_divide"), ("x", "y"), lambda x, y: x / y, (0.2, 2.0)),
     E(("np.logaddexp",), ("x", "y"), LogAddExp),
     E(("np.logaddexp2",), ("x", "y"), LogAddExp2),
-    E(("np.maximum", "np.fmax", "max"), ("x", "y"), Maximum,
+    E(("np.fmax",), ("x", "y"), lambda x, y: FMax(x, y),
+      note="ties: half to each side; a NaN operand gets no gradient"),
+    E(("np.fmin",), ("x", "y"), lambda x, y: FMin(x, y),
+      note="ties: half to each side; a NaN operand gets no gradient"),
+    E(("np.maximum", "max"), ("x", "y"), Maximum,
       note="ties: half the gradient to each side"),
-    E(("np.minimum", "np.fmin", "min"), ("x", "y"), Minimum,
+    E(("np.minimum", "min"), ("x", "y"), Minimum,
       note="ties: half the gradient to each side"),
     E(("np.clip",), ("a", "a_min", "a_max"), _clip,
       note="as minimum(maximum(a, a_min), a_max); either bound may be None"),
-    E(("np.round", "np.around", "round"), ("x", "decimals"), lambda x, decimals=0: Round(x),
+    E(("np.round", "np.around", "round"), ("x", "decimals"),
+      lambda x, decimals=None: Round(x) if decimals is None else Round(x, decimals),
       optional=1, note="derivative 0"),
     E(("np.rint",), ("x",), Rint, note="derivative 0"),
     E(("np.floor", "math.floor"), ("x",), Floor, note="derivative 0"),
@@ -260,30 +313,33 @@ A = ArrayOp
 _RED = {"axis": "None", "keepdims": "False"}
 _UNREDUCE = "_unreduce({g}, {a}, {axis}, {keepdims})"
 ARRAY_OPS: tuple[ArrayOp, ...] = (
-    A(("np.sum",), ("a", "axis", "keepdims"), {"a": _UNREDUCE}, _RED, method="sum"),
+    # NumPy's third positional parameter of a reduction is dtype or out: only a and axis
+    # may be given by position here, keepdims and ddof by name.
+    A(("np.sum",), ("a", "axis", "keepdims"), {"a": _UNREDUCE}, _RED, method="sum",
+      positional=2),
     A(("np.mean",), ("a", "axis", "keepdims"), {"a": _UNREDUCE + " / _count({a}, {out})"}, _RED,
-      method="mean"),
+      method="mean", positional=2),
     A(("np.prod",), ("a", "axis", "keepdims"),
       {"a": _UNREDUCE + " * _prod_others({a}, {axis})"}, _RED, method="prod",
-      note="exact where entries are zero"),
+      note="exact where entries are zero", positional=2),
     A(("np.max", "np.amax"), ("a", "axis", "keepdims"),
       {"a": "_extreme_share({g}, {a}, {out}, {axis}, {keepdims})"}, _RED, method="max",
-      note="ties share the gradient equally"),
+      note="ties share the gradient equally", positional=2),
     A(("np.min", "np.amin"), ("a", "axis", "keepdims"),
       {"a": "_extreme_share({g}, {a}, {out}, {axis}, {keepdims})"}, _RED, method="min",
-      note="ties share the gradient equally"),
+      note="ties share the gradient equally", positional=2),
     A(("np.var",), ("a", "axis", "ddof", "keepdims"),
       {"a": _UNREDUCE + " * 2 * ({a} - {np}.mean({a}, {axis}, keepdims=True))"
             " / (_count({a}, {out}) - {ddof})"},
-      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="var"),
+      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="var", positional=2),
     A(("np.std",), ("a", "axis", "ddof", "keepdims"),
       {"a": "_unreduce({g} / {out}, {a}, {axis}, {keepdims})"
             " * ({a} - {np}.mean({a}, {axis}, keepdims=True)) / (_count({a}, {out}) - {ddof})"},
-      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="std"),
+      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="std", positional=2),
     A(("np.linalg.norm",), ("x", "ord", "axis", "keepdims"),
-      {"x": "_unreduce({g} / {out}, {x}, {axis}, {keepdims}) * {x}"},
+      {"x": "_norm_grad({g}, {x}, {out}, {ord}, {axis}, {keepdims})"},
       {"ord": "None", "axis": "None", "keepdims": "False"},
-      note="2-norm of vectors and Frobenius norm (ord None, 2 or 'fro')"),
+      note="2-norm of vectors and Frobenius norm (ord None, 2 or 'fro'); other orders refused"),
     A(("np.matmul",), ("a", "b"), {"a": "_matmul_grad({g}, {a}, {b}, 0)",
                                    "b": "_matmul_grad({g}, {a}, {b}, 1)"},
       note="also the @ operator; 1-D, 2-D and batched"),
@@ -297,7 +353,8 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
     A(("np.einsum",), ("subscripts", "operands"),
       {"operands": "_einsum_grad({subscripts}, {g}, {operands}, {i})"}, sequence="operands",
       note="explicit subscripts ('ij,jk->ik'), no repeated index within one operand"),
-    A(("np.trace",), ("a",), {"a": "{g} * {np}.eye(*{np}.shape({a}))"}, note="2-D"),
+    A(("np.trace",), ("a",), {"a": "_trace_grad({g}, {a})"},
+      note="of the first two axes"),
     A(("np.transpose",), ("a", "axes"),
       {"a": "_transpose_grad({g}, {axes})"},
       {"axes": "None"}, method="transpose", note="also .T"),
@@ -328,7 +385,7 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
 
 A_LSE = A(("scipy.special.logsumexp",), ("a", "axis", "keepdims"),
           {"a": _UNREDUCE + " * {np}.exp({a} - _unreduce({out}, {a}, {axis}, {keepdims}))"},
-          _RED, note="where SciPy is installed")
+          _RED, note="where SciPy is installed; b= and return_sign= are refused", positional=2)
 ARRAY_OPS += (A_LSE,)
 
 # Reading by index, x[...]: basic slices, integer arrays (repeats accumulate), boolean masks.

@@ -164,7 +164,7 @@ def _dot_grad(g, a, b, which):
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return _unbroadcast(g * (b if which == 0 else a), a if which == 0 else b)
     if np.ndim(a) > 2 or np.ndim(b) > 2:
-        raise ValueError("symdiff differentiates np.dot of scalars, 1-D and 2-D arrays; "
+        raise SymdiffError("symdiff differentiates np.dot of scalars, 1-D and 2-D arrays; "
                          "use np.matmul or np.einsum for stacks of matrices")
     return _matmul_grad(g, a, b, which)
 
@@ -204,13 +204,33 @@ def _einsum_grad(spec, g, operands, which):
 
 def _transpose_grad(g, axes=None):
     """The adjoint of ``np.transpose(x, axes)``: the inverse permutation."""
-    return np.transpose(g, None if axes is None else np.argsort(axes))
+    if axes is None:
+        return np.transpose(g)
+    return np.transpose(g, np.argsort([a % np.ndim(g) for a in axes]))
+
+
+def _trace_grad(g, a):
+    """The adjoint of ``np.trace(a)``: g on the diagonal of a's first two axes."""
+    n, m = np.shape(a)[:2]
+    eye = np.reshape(np.eye(n, m), (n, m) + (1,) * (np.ndim(a) - 2))
+    return eye * g
+
+
+def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
+    """The adjoint of ``np.linalg.norm(x, ord, axis)`` for the 2-norm and Frobenius norm."""
+    matrix = np.ndim(x) == 2 and axis is None or isinstance(axis, tuple) and len(axis) == 2
+    if not (ord is None or ord == "fro" and matrix or ord == 2 and not matrix):
+        raise SymdiffError(f"symdiff differentiates np.linalg.norm for ord=None, 2 (vectors) "
+                           f"and 'fro' (matrices), not ord={ord!r}")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = _unreduce(g / out, x, axis, keepdims) * x
+    return np.where(np.asarray(x) == 0, 0.0, share)  # at 0, the subgradient 0 (as JAX)
 
 
 def _scatter(g, x, index):
     """The adjoint of ``x[index]``: ``g`` placed at ``index`` in zeros; repeats accumulate."""
     out = np.zeros_like(x, dtype=np.result_type(x, g, np.float64))
-    if any(isinstance(i, (list, np.ndarray)) and np.asarray(i).dtype != bool
+    if any(isinstance(i, (list, tuple, np.ndarray)) and np.asarray(i).dtype != bool
            for i in index):
         np.add.at(out, index, g)
     else:
@@ -222,11 +242,15 @@ def _part(g, arrays, i, axis, how):
     """The adjoint of ``arrays[i]`` in np.concatenate/stack/hstack/vstack(arrays)."""
     if how == "stack":
         return np.take(g, i, axis=axis)
+    if how == "concatenate" and axis is None:  # np.concatenate(..., axis=None) flattens
+        sizes = [np.size(a) for a in arrays]
+        start = sum(sizes[:i])
+        return np.reshape(np.ravel(g)[start:start + sizes[i]], np.shape(arrays[i]))
     if how == "vstack":
         sizes = [np.shape(np.atleast_2d(a))[0] for a in arrays]
         axis = 0
     elif how == "hstack":
-        axis = 0 if np.ndim(arrays[0]) == 1 else 1
+        axis = 0 if np.ndim(np.atleast_1d(arrays[0])) == 1 else 1
         sizes = [np.shape(np.atleast_1d(a))[axis] for a in arrays]
     else:
         sizes = [np.shape(a)[axis] for a in arrays]

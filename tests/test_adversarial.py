@@ -953,10 +953,6 @@ def test_indexing(name, arg):
     agrees(getattr(INDEX, name), (arg,))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a tuple inside an index (M[(0, 0), :], v[(1, 1),]) is an integer-array index to NumPy, "
-    "but runtime._scatter only accumulates repeats for lists and arrays: a tuple takes "
-    "out[index] = g, so a repeated entry gets the gradient once instead of twice"))
 @pytest.mark.parametrize("name, arg", [("tuple_in_index", M34), ("tuple_in_index_1d", V6)])
 def test_repeated_indices_in_a_tuple(name, arg):
     agrees(getattr(INDEX, name), (arg,))
@@ -1015,10 +1011,6 @@ def test_ties_and_kinks(name, expected):
     equals(getattr(KINKS, name), (TIES,), (expected,))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.fmax/np.fmin ignore a NaN operand, so an entry that is NaN does not affect the value "
-    "and its gradient is 0 (JAX: 0), but symdiff gives NaN: they share np.maximum's rule, "
-    "whose derivative heaviside(a - b, 0.5) is NaN there (rules.Maximum/Minimum)"))
 def test_fmax_fmin_with_nan():
     v = np.array([1.0, np.nan, 3.0, -3.0])
     equals(KINKS.fmax_nan, (v,), (np.array([0.0, 0.0, 1.0, 1.0]),))
@@ -1177,10 +1169,6 @@ def test_linear_algebra_and_shapes(name, args, wrt):
     agrees(getattr(LINALG, name), args, wrt)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.transpose with negative axes, (-1, 0, 1): runtime._transpose_grad inverts the "
-    "permutation with np.argsort(axes) without normalising the axes first, so it applies "
-    "the wrong permutation (silently, when the shape is a cube)"))
 def test_transpose_with_negative_axes():
     agrees(LINALG.transpose_negative, (C333,))
 
@@ -1210,27 +1198,16 @@ def test_unsupported_einsum_raises_symdiff_error(name, args):
     check_grad(f, args, wrt=tuple(range(len(args))), grads=g)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.trace of a 3-D array (documented as 2-D only, but not refused): the rule "
-    "g * np.eye(*np.shape(a)) calls np.eye(3, 3, 3) (k=3, all zeros), so the gradient is "
-    "silently zero"))
 def test_trace_of_3d_array():
     agrees(LINALG.trace_3d, (C333,))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.hstack whose first item is 0-d: runtime._part picks the axis from arrays[0].ndim "
-    "(0 -> axis 1) and raises a raw IndexError; np.concatenate(axis=None) raises a raw "
-    "TypeError in _part (np.shape(a)[None]); neither is refused at build time"))
 @pytest.mark.parametrize("name, arg", [("hstack_scalar_first", V3),
                                        ("concatenate_flat", M34)])
 def test_stacking_edge_cases(name, arg):
     agrees(getattr(LINALG, name), (arg,))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.dot of a 3-D array: the gradient raises a raw ValueError from runtime._dot_grad at "
-    "call time instead of a SymdiffError"))
 def test_dot_of_3d_array_raises_symdiff_error():
     with pytest.raises(SymdiffError):
         grad(LINALG.dot_3d, wrt=(0, 1))(B234, RNG.standard_normal((4, 2)))
@@ -1250,11 +1227,6 @@ def rows(m):
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.linalg.norm with an ord other than None/2/'fro' (vectors) or None/'fro' (matrices) "
-    "is not refused: the rule always differentiates the 2-norm / Frobenius norm, so the "
-    "gradient of the 1-norm, inf-norm, 3-norm, nuclear norm and matrix 2-norm is silently "
-    "wrong"))
 @pytest.mark.parametrize("name, args", [
     ("vector", (V4, 1)), ("vector", (V4, np.inf)), ("vector", (V4, 3)),
     ("matrix", (M34, 2)), ("matrix", (M34, "nuc")), ("rows", (M34,)),
@@ -1288,22 +1260,17 @@ def logsumexp_b(x):
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a third positional argument is read by the rule's parameter list, not NumPy's: in "
-    "np.sum(m, 1, float) / np.mean / m.sum it is dtype, but rules.py reads it as keepdims "
-    "(so the adjoint is broadcast along the wrong axis); in logsumexp(x, 0, b) it is the "
-    "weight b, read as keepdims (the gradient is divided by b)"))
 @pytest.mark.parametrize("name", ["sum_dtype", "mean_dtype", "sum_method_dtype"])
 def test_third_positional_argument_of_reductions(name):
-    agrees(getattr(POSITIONAL, name), (M33,))
+    # NumPy's third positional parameter is dtype (or out): refused, located, not misread.
+    with pytest.raises(SymdiffError, match="by position here"):
+        grad(getattr(POSITIONAL, name))(M33)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "logsumexp(x, 0, 2.0): the positional weight b is read as keepdims, so the gradient is "
-    "softmax(x) / 2 instead of softmax(x)"))
 def test_logsumexp_positional_weight():
-    e = np.exp(V3)
-    equals(POSITIONAL.logsumexp_b, (V3,), (e / e.sum(),))
+    # The weight b is not supported: refused rather than read as keepdims.
+    with pytest.raises(SymdiffError, match="by position here"):
+        grad(POSITIONAL.logsumexp_b)(V3)
 
 
 # --- elementwise oddities ---------------------------------------------------------------
@@ -1356,11 +1323,6 @@ def test_boolean_operators_as_values(name, args, wrt):
         grad(getattr(ELEMENTWISE, name), wrt=wrt)(*args)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.round(x, 1) and np.round(x) (likewise round(x, 2) and round(x)) in one expression "
-    "have the same SymPy image Round(x) (rules.py drops decimals), so "
-    "differentiate._elementwise reuses one call's value for both: d/dx = 2*round(x) instead "
-    "of round(x, 1) + round(x)"))
 @pytest.mark.parametrize("name, expected", [
     ("rounds", np.round(1.26, 1) + np.round(1.26)),
     ("builtin_rounds", round(1.26, 2) + round(1.26)),
