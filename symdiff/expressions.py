@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from . import rules
+from . import rules, runtime
 from .ir import Eqn, symbol
 from .parse import MISSING, FunctionSource
 from .runtime import stop_gradient
@@ -266,6 +266,7 @@ class Expressions:
         positional = list(node.args)
         if getattr(row, "sequence", "") == "operands" and len(positional) > 1:
             # np.einsum(spec, a, b): the operands are the rest of the arguments.
+            _check_einsum(self, positional[0], len(positional) - 1)
             positional = [positional[0], ast.copy_location(
                 ast.List(positional[1:], ast.Load()), positional[1])]
         args = self._arguments(positional, node.keywords, row.params, row.optional, name, node,
@@ -462,6 +463,15 @@ def _user_function(obj) -> bool:
 # Operations whose result shares its operand's data (NumPy views): x[1:], x.T, reshape...
 _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "np.transpose",
           "np.broadcast_to"}
+
+
+def _check_einsum(lowering, spec, count):
+    """Refuse, where the subscripts are written out, the np.einsum forms symdiff lacks."""
+    if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
+        problem = runtime._einsum_problem(spec.value, count)
+        if problem:
+            lowering.fail(spec, f"np.einsum with {problem} is not supported",
+                          "explicit subscripts, one letter per axis, such as 'ij,jk->ik'")
 
 
 def _boolean(node) -> bool:

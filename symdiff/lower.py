@@ -60,8 +60,11 @@ class _Lowering(Expressions):
         self.label = ""
         ids = _identifiers(self.node)
         self.locals = _assigned(self.node.body)
-        self.np_alias = "np" if parsed.namespace.lookup("np") in (np, MISSING) or "np" not in ids \
-            else "_np"
+        # NumPy is np in the generated code, unless the function uses np for something else.
+        own = set(self.locals) | {a.arg for a in ast.walk(self.node.args)
+                                  if isinstance(a, ast.arg)}
+        self.np_alias = "np" if "np" not in ids or (
+            parsed.namespace.lookup("np") is np and "np" not in own) else "_np"
         self.ids = set(ids)
         self.names = Names(ids | set(RESERVED) | {"_np", parsed.name, "grad_" + parsed.name})
 
@@ -76,6 +79,9 @@ class _Lowering(Expressions):
         params = self._params()
         wrt_names = self._wrt(params, wrt)
         for p in params:
+            if p in RESERVED:
+                raise self.src.error(self.node, f"the parameter name {p} is one the generated "
+                                     "code uses for itself", "rename the parameter")
             self.env[p] = p
             self.bound.add(p)
         self.active = set(wrt_names)
@@ -147,7 +153,9 @@ class _Lowering(Expressions):
             try:
                 self._statement(stmt)
             except SymdiffError as e:
-                self.problems.extend(e.problems)
+                # An error with no place of its own (a helper whose source is unreadable)
+                # is reported at the statement that led to it.
+                self.problems.extend(e.problems or (self.src.problem(stmt, str(e)),))
                 self._poison(stmt)
 
     def _statement(self, stmt):
@@ -269,7 +277,7 @@ class _Lowering(Expressions):
         if name.startswith("<"):  # a pseudo-variable: the return value, a break flag
             base = "_ret" if name == RETURN else "_brk" if name.startswith("<break") else "_t"
             return self.names.fresh(base, numbered=base == "_t")
-        if name in self.bound or name in self.globals_used:
+        if name in self.bound or name in self.globals_used or name in RESERVED:
             return self.names.fresh(name)
         return name
 

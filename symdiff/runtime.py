@@ -186,8 +186,30 @@ def _outer_grad(g, a, b, which):
     return np.reshape(np.ravel(a) @ g, np.shape(b))
 
 
+def _einsum_problem(spec, count):
+    """What in an einsum spec symdiff cannot differentiate ("" if nothing)."""
+    text = spec.replace(" ", "")
+    inputs, arrow, output = text.partition("->")
+    operands = inputs.split(",")
+    if not arrow:
+        return "implicit output (no '->')"
+    if "." in text:
+        return "an ellipsis"
+    if len(operands) != count:
+        return f"{len(operands)} subscripts for {count} operands"
+    if any(len(set(o)) != len(o) for o in [*operands, output]):
+        return "a repeated index within one operand (a diagonal)"
+    if set(output) - set("".join(operands)):
+        return "an output index no operand has"
+    return ""
+
+
 def _einsum_grad(spec, g, operands, which):
     """The adjoint of operand ``which`` of ``np.einsum(spec, *operands)``."""
+    problem = _einsum_problem(spec, len(operands))
+    if problem:
+        raise SymdiffError(f"np.einsum({spec!r}, ...): {problem} is not supported; write "
+                           "explicit subscripts, one letter per axis, such as 'ij,jk->ik'")
     inputs, out = spec.replace(" ", "").split("->")
     inputs = inputs.split(",")
     mine = inputs[which]

@@ -1173,18 +1173,11 @@ def test_transpose_with_negative_axes():
     agrees(LINALG.transpose_negative, (C333,))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.einsum with an index repeated within one operand ('ii->', a trace) is documented as "
-    "unsupported but is not refused: the gradient is g everywhere instead of g on the "
-    "diagonal (runtime._einsum_grad)"))
 def test_einsum_repeated_index_is_refused_or_right():
-    agrees(LINALG.einsum_repeated_index, (M33,))
+    with pytest.raises(SymdiffError, match="a repeated index within one operand"):
+        grad(LINALG.einsum_repeated_index)(M33)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.einsum forms symdiff does not handle are not refused with a SymdiffError; the "
-    "gradient raises a raw ValueError from runtime._einsum_grad at call time: 'ii->i' "
-    "(repeated output index), implicit output 'ij,jk', and ellipsis '...ij,...jk->...ik'"))
 @pytest.mark.parametrize("name, args", [
     ("einsum_diagonal", (M33,)), ("einsum_implicit", (M34, M45)),
     ("einsum_ellipsis", (B234, B245)),
@@ -1560,11 +1553,6 @@ def cube(u):
     np.testing.assert_allclose(grad(m.make(m.cube))(x), 3 * x ** 2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a helper whose source cannot be read (defined by exec): parse() raises a SymdiffError "
-    "without located problems, which lower._statements swallows (it extends problems with "
-    "the empty e.problems and poisons the statement), so the build goes on and the gradient "
-    "fails with a raw SyntaxError ('_check_scalar(return, ...)') or NameError"))
 def test_unreadable_helper_is_reported():
     m = load("import numpy as np\n\ndef f(x):\n    return np.sum(h(x) * x)\n")
     exec("def h(u):\n    return u * 2.0\n", vars(m))
@@ -1610,12 +1598,6 @@ def test_user_names_that_look_generated(name, args, wrt):
     agrees(getattr(NAMES, name), args, wrt)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a local variable named np (numpy imported under another name) or named like a runtime "
-    "helper (_unbroadcast, _zeros) keeps its name in the generated code and shadows NumPy / "
-    "the helper: raw AttributeError ('ndarray' has no attribute 'index_exp') or TypeError "
-    "('ndarray' is not callable) (lower: np_alias is 'np' when the module has no np, even if "
-    "a local is called np; user locals are never renamed away from RESERVED)"))
 @pytest.mark.parametrize("name", ["local_named_np", "local_named_like_runtime_helper"])
 def test_user_names_that_shadow_generated_code(name):
     agrees(getattr(NAMES, name), (V3,))
