@@ -177,7 +177,7 @@ def _build(fun, wrt, with_value, as_tuple) -> _Built:
     names = {n: obj for n, obj, _ in ir.globals}
     fn, globs = compile_source(source, "grad_" + ir.name, names, ir.np_alias)
     _defaults(fn, fun)
-    helpers = [(cache.where(c), n, cache.source_hash(h)) for c, n, h in ir.guards]
+    helpers = [(cache.where(c), n, cache.identity(h)) for c, n, h in ir.guards]
     if all(h is not None for _, _, h in helpers):
         cache.store(fun, options, {
             "name": "grad_" + ir.name, "np_alias": ir.np_alias, "source": source,
@@ -213,8 +213,8 @@ def _from_entry(fun, entry) -> _Built | None:
     guards = []
     for place, name, digest in entry["helpers"]:
         where, helper = find(name, place)
-        if helper is _MISSING or cache.source_hash(helper) != digest:
-            return None  # a helper it inlined has changed: build again
+        if helper is _MISSING or cache.identity(helper) != digest:
+            return None  # a function it calls is another one now: build again
         guards.append((where, name, helper))
     data = []
     for name, place in entry["data"]:

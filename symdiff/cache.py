@@ -17,6 +17,7 @@ import os
 import stat
 import sys
 import tempfile
+import types
 from importlib import metadata
 from pathlib import Path
 
@@ -86,6 +87,17 @@ def source_hash(fn) -> str | None:
     spots = sorted({p for p in code.co_positions() if None not in p}) if code else []
     where = f"{inspect.getsourcefile(fn)}:{start}:{getattr(fn, '__qualname__', '')}:{spots}"
     return hashlib.sha256((where + "\n" + "".join(lines)).encode()).hexdigest()
+
+
+def identity(obj) -> str | None:
+    """What a called object is, to tell whether a name still means it: the source of a
+    user's function, the qualified name of a library's; None if it cannot be told."""
+    if isinstance(obj, types.FunctionType) and not obj.__code__.co_filename.startswith("<"):
+        digest = source_hash(obj)
+        return None if digest is None else "source:" + digest
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    return f"{module}.{name}" if module and name else None
 
 
 def key(fn, options) -> str | None:

@@ -154,9 +154,18 @@ class Expressions:
         if name in self.bound:
             self.fail(node, f"{name!r} is a module-level name here and a local variable of "
                       "a function that calls this one", "give one of them another name")
+        where = self.parsed.namespace.container(name)
         self.globals_used[name] = obj
-        self.globals_where[name] = self.parsed.namespace.container(name)
+        self.globals_where[name] = where
         self.names.taken.add(name)
+        if isinstance(where, dict) and name not in where or isinstance(obj, (types.ModuleType,
+                                                                                type)):
+            return obj  # a builtin, a module or a class: not rebound in practice
+        if callable(obj):
+            # act = np.tanh: the derivative is tanh's; if act is rebound, build again.
+            self.guards[(id(where), name)] = (where, name, obj)
+        else:
+            self.data_globals[name] = where  # read afresh at every call, as f would
         return obj
 
     def _global(self, obj, code, data_name=None) -> Val:

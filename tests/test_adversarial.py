@@ -1468,12 +1468,6 @@ def test_helper_of_helper_in_other_module_redefined():
     np.testing.assert_allclose(g(x), 6 * x ** 2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "module-level names read by code that is run but not differentiated (range(N), x[:K], "
-    "an if condition, a mask W > 1.5) are frozen at build time: the generated function's "
-    "globals are a snapshot (compile_source) and only names lowered as data "
-    "(lower._global) are refreshed per call, contrary to the README ('looked up when the "
-    "gradient is called')"))
 @pytest.mark.parametrize("name", ["loop_bound", "slice_bound", "threshold", "mask"])
 def test_module_numbers_in_undifferentiated_code_are_read_at_call_time(name):
     m = load("""
@@ -1504,10 +1498,6 @@ def mask(x):
     check_grad(f, (x,), grads=(g(x),))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a module-level alias of a NumPy function (act = np.tanh) rebound to another function "
-    "(act = np.sin): the gradient keeps calling np.tanh and its derivative, even for a new "
-    "grad(f) (memory cache); only user helpers are guarded (api._guards)"))
 def test_rebound_numpy_alias():
     m = load("import numpy as np\nact = np.tanh\n\ndef f(x):\n    return act(x)\n")
     assert grad(m.f)(0.3) == pytest.approx(1 - np.tanh(0.3) ** 2)
@@ -1515,12 +1505,6 @@ def test_rebound_numpy_alias():
     assert grad(m.f)(0.3) == pytest.approx(np.cos(0.3))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "disk cache: two closures made by one factory, capturing different NumPy functions "
-    "(make(np.tanh), make(np.sin)), have the same cache key (cache.key hashes the source and "
-    "place only), so the second gets the first's derivative with its own forward sweep: "
-    "1 - sin(x)**2 instead of cos(x); the same happens across processes when a module-level "
-    "alias is edited in the file"))
 def test_disk_cache_closures_of_different_functions(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path))
     m = load("""
