@@ -5,6 +5,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
+import numpy as np
+
 from .errors import SymdiffError
 
 _MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -48,7 +50,13 @@ class Gradient:
             built = self._build(stale=built)  # a helper it calls was redefined
         for name, get in built.refresh:
             built.globals[name] = get()
-        return built.fn(*args, **kwargs)
+        try:
+            return built.fn(*args, **kwargs)
+        except ZeroDivisionError:
+            # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): run
+            # again on NumPy scalars, as the function's own np.sqrt(0.0) would.
+            return built.fn(*map(_numpy_scalar, args),
+                            **{k: _numpy_scalar(v) for k, v in kwargs.items()})
 
     @property
     def source(self) -> str:
@@ -236,6 +244,10 @@ def _defaults(fn, fun):
 
 
 _MISSING = object()
+
+
+def _numpy_scalar(value):
+    return np.float64(value) if type(value) in (float, int) else value
 
 
 def _refreshers(data_globals) -> tuple:

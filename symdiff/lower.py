@@ -15,7 +15,7 @@ import numpy as np
 
 from . import runtime
 from .errors import Problem, SymdiffError
-from .exits import RETURN, ExitError, single_exit
+from .exits import RETURN, ExitError, break_flag, returns_everywhere, single_exit
 from .expressions import OPS, Expressions, Val, describe, names_in
 from .ir import IR, Eqn, If, Loop, Names, symbol
 from .parse import MISSING, FunctionSource, Parsed
@@ -45,8 +45,7 @@ class _Lowering(Expressions):
         self.line = self.node.lineno
         self.where = ("", "")
         self.bound: set[str] = set()
-        self.maybe_unbound: set[str] = set()
-        self.env_maybe_unbound: set[str] = set()  # their SSA names
+        self.env_maybe_unbound: set[str] = set()  # SSA names that are None on some path
         self.local_functions: dict[str, FunctionSource] = {}
         self.enclosing: dict[str, str] = {}  # a nested helper's view of its definer's names
         self.stack: list = []
@@ -91,12 +90,13 @@ class _Lowering(Expressions):
                 if isinstance(n, ast.Name) and self.parsed.namespace.lookup(n.id) is not MISSING:
                     self._use_global(n, n.id)
         try:
-            body = single_exit(_without_docstring(self.node.body), None, None)
+            body = single_exit(_without_docstring(self.node.body))
         except ExitError as e:
             raise self.src.error(e.node, e.message, e.hint) from None
         self._statements(body)
         result = self.env.get(RETURN)
-        if not self.problems and (result is None or RETURN in self.maybe_unbound):
+        if not self.problems and (result is None or not returns_everywhere(
+                _without_docstring(self.node.body))):
             what = "has no return statement" if result is None else \
                 "does not return a value on every path"
             self.problems.append(self.src.problem(
@@ -275,7 +275,8 @@ class _Lowering(Expressions):
     def _ssa(self, name) -> str:
         """A fresh SSA name for ``name``: its own name first, then name_1, name_2, ..."""
         if name.startswith("<"):  # a pseudo-variable: the return value, a break flag
-            base = "_ret" if name == RETURN else "_brk" if name.startswith("<break") else "_t"
+            base = ("_ret" if name == RETURN else "_brk" if name.startswith("<break") else
+                    "_done" if name.startswith("<done") else "_t")
             return self.names.fresh(base, numbered=base == "_t")
         if name in self.bound or name in self.globals_used or name in RESERVED:
             return self.names.fresh(name)
@@ -347,11 +348,15 @@ class _Lowering(Expressions):
             if t == e:
                 env[name] = t
                 continue
-            if t is None or e is None:  # bound on one path only: unbound on the other
-                env[name] = t or e
-                self.maybe_unbound.add(name)
-                self.env_maybe_unbound.add(t or e)
-                continue
+            if t is None or e is None:
+                # Bound on one path only: None on the other (where Python would leave it
+                # unbound), so that every name the generated code copies exists.
+                none = self._ssa(name)
+                self.bound.add(none)
+                self.env_maybe_unbound.add(none)
+                (then if t is None else orelse).append(Eqn(
+                    none, "const", ast.Constant(None), line, (), False, where))
+                t, e = (none, e) if t is None else (t, none)
             merged = self._ssa(name)
             self.bound.add(merged)
             phis.append((merged, t, e))
@@ -376,9 +381,9 @@ class _Lowering(Expressions):
 
     def _loop(self, stmt):
         self.counter += 1
-        flag = f"<break{self.counter}>" if _breaks(stmt.body) else None
+        flag = break_flag(str(self.counter)) if _breaks(stmt.body) else None
         try:
-            body = single_exit(stmt.body, flag, stmt)
+            body = single_exit(stmt.body, str(self.counter), stmt)
         except ExitError as e:
             self.fail(e.node, e.message, e.hint)
         if flag is not None:
@@ -394,7 +399,7 @@ class _Lowering(Expressions):
         forced: set[str] = set()
         while True:  # again if a variable turns out active only through the loop body
             state = (len(self.eqns), set(self.names.taken), set(self.bound), set(self.active),
-                     dict(self.env), len(self.problems), set(self.maybe_unbound),
+                     dict(self.env), len(self.problems), set(self.env_maybe_unbound),
                      dict(self.data_globals), dict(self.globals_used), self.counter,
                      dict(self.globals_where))
             phis = []
@@ -432,7 +437,7 @@ class _Lowering(Expressions):
             del self.eqns[n_eqns:]
             del self.problems[n_problems:]
             self.names.taken, self.bound, self.active, self.env = taken, bound, active, env
-            self.maybe_unbound, self.data_globals, self.globals_used = unbound, data, used
+            self.env_maybe_unbound, self.data_globals, self.globals_used = unbound, data, used
         for name, (phi, _) in zip(carried, phis, strict=True):
             self.env[name] = phi  # after the loop, a carried variable holds its last value
         flag_name = dict(zip(carried, [p for p, _ in phis], strict=True)).get(flag)
@@ -572,7 +577,7 @@ class _Lowering(Expressions):
             for p in positional + keyword_only:
                 val = args[p] if p in args else self._expr(defaults[p])
                 self._bind(p, val, given.get(p, node))
-            body = single_exit(_without_docstring(callee.node.body), None, None)
+            body = single_exit(_without_docstring(callee.node.body))
             n_problems = len(self.problems)
             self._statements(body)
             if len(self.problems) > n_problems:
@@ -580,7 +585,7 @@ class _Lowering(Expressions):
                 del self.problems[n_problems:]  # raised once more, by the caller's statement
                 raise SymdiffError(problems=found) from None
             result = self.env.get(RETURN)
-            if result is None or RETURN in self.maybe_unbound:
+            if result is None or not returns_everywhere(_without_docstring(callee.node.body)):
                 self.fail(callee.node, f"{callee.name} does not return a value on every path",
                           "end every path with return")
         except ExitError as e:

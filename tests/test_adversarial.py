@@ -540,11 +540,6 @@ def test_bound_in_one_branch_when_not_taken():
     agrees(ONE_SIDED.bound_in_one_branch, (V3, -1.0))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a valid function whose early return sits in an inner if (the inner if's other path "
-    "falls through to code after the outer if) is refused with the false message 'does not "
-    "return a value on every path' (exits._block does not carry the outer continuation "
-    "into the inner branch)"))
 def test_return_in_nested_if():
     agrees(EXITS.return_in_nested_if, (np.abs(V3),))
 
@@ -1021,10 +1016,6 @@ def test_sqrt_at_zero_by_function():
         assert math.isinf(grad(KINKS.sqrt_by_function)(0.0))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "x ** 0.5 at the Python float 0.0: the gradient raises ZeroDivisionError from the "
-    "generated 0.5*x**(-0.5), though the function itself is fine at 0.0 and np.sqrt(x) gives "
-    "inf there (so does JAX); the same for x ** y at x = 0.0 with y < 1"))
 def test_power_at_zero_python_float():
     with np.errstate(divide="ignore"):
         assert math.isinf(grad(KINKS.sqrt_by_power)(0.0))
