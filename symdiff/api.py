@@ -45,11 +45,9 @@ class Gradient:
         self._built = None
 
     def __call__(self, *args, **kwargs):
-        built = self._built or self._build()
-        if built.guards and any(get() is not fn for get, fn in built.guards):
-            built = self._build(stale=built)  # a helper it calls was redefined
-        for name, get in built.refresh:
-            built.globals[name] = get()
+        built = self._built
+        if built is None or built.refresh or built.guards:
+            built = self._prepare()
         try:
             return built.fn(*args, **kwargs)
         except ZeroDivisionError:
@@ -57,6 +55,15 @@ class Gradient:
             # again on NumPy scalars, as the function's own np.sqrt(0.0) would.
             return built.fn(*map(_numpy_scalar, args),
                             **{k: _numpy_scalar(v) for k, v in kwargs.items()})
+
+    def _prepare(self) -> _Built:
+        """Build if needed, rebuild if a called function was rebound, read module data."""
+        built = self._built or self._build()
+        if built.guards and any(get() is not fn for get, fn in built.guards):
+            built = self._build(stale=built)  # a helper it calls was redefined
+        for name, get in built.refresh:
+            built.globals[name] = get()
+        return built
 
     @property
     def source(self) -> str:

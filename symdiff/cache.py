@@ -11,14 +11,15 @@ with a hash of their source, checked on every hit. Nothing here imports SymPy.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
 import types
-from importlib import metadata
 from pathlib import Path
 
 FORMAT = 1
@@ -64,16 +65,27 @@ def versions() -> str:
     """The versions a cached gradient depends on (read without importing SymPy)."""
     global _VERSIONS
     if _VERSIONS is None:
+        import numpy
+
         from . import __version__
 
-        found = []
-        for dist in ("numpy", "sympy"):
-            try:
-                found.append(f"{dist}={metadata.version(dist)}")
-            except metadata.PackageNotFoundError:
-                found.append(f"{dist}=?")
-        _VERSIONS = f"symdiff={__version__};python={sys.version};" + ";".join(found)
+        _VERSIONS = (f"symdiff={__version__};python={sys.version};numpy={numpy.__version__};"
+                     f"sympy={_sympy_version()}")
     return _VERSIONS
+
+
+def _sympy_version() -> str:
+    # Read from SymPy's release.py: importing SymPy (or importlib.metadata) to learn its
+    # version would cost a cache hit most of its time.
+    spec = importlib.util.find_spec("sympy")
+    if spec is None or not spec.origin:
+        return "?"
+    try:
+        text = (Path(spec.origin).parent / "release.py").read_text()
+    except OSError:
+        return "?"
+    match = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", text)
+    return match.group(1) if match else "?"
 
 
 def source_hash(fn) -> str | None:

@@ -61,6 +61,7 @@ class Program:
     seed: str
     with_value: bool
     as_tuple: bool
+    check: bool = True  # whether the call must check that the value is a scalar
 
 
 def differentiate(ir: IR, with_value: bool = False, as_tuple: bool = False) -> Program:
@@ -92,11 +93,17 @@ class _Differentiator:
         top = _Scope(None, set())
         seed = self._adjoint(self.ir.result)
         top.defined.add(self.ir.result)
+        self.unit = {self.ir.result}
         backward = self._backward(self.ir.eqns, top)
         forward = self._forward(self.ir.eqns)
         grads = tuple((p, self.adj[p] if p in top.defined else None) for p in self.ir.wrt)
+        # A value that is certainly a scalar (a full reduction, say) needs no check; then,
+        # if the value is not returned either, what only computes it need not run.
+        check = self.ir.result not in _certainly_scalar(self.ir.eqns)
+        if not with_value and not check:
+            forward = _live(forward, set(_loads(backward)) | {p for p, _ in grads})
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
-                       as_tuple)
+                       as_tuple, check)
 
     def _adjoint(self, name) -> str:
         if name not in self.adj:
@@ -104,6 +111,7 @@ class _Differentiator:
         return self.adj[name]
 
     def _accumulate(self, target, contribution, scope: _Scope, lines, where, like=""):
+        self.unit.discard(target)
         name = self._adjoint(target)
         if target in scope.defined:
             lines.append(Line(name, contribution, where, accumulate=True, like=like))
@@ -155,7 +163,8 @@ class _Differentiator:
             lines.extend(group)
 
     def _elementwise(self, eqn: Eqn, scope, group):
-        dv = symbol(self.adj[eqn.out])
+        # The seed is exactly 1 until something else flows into the result: fold it.
+        dv = sp.S.One if eqn.out in self.unit else symbol(self.adj[eqn.out])
         targets = [a for a in eqn.inputs if a in self.active]
         partials = [_whole_floats(sp.diff(eqn.expr, symbol(a))) for a in targets]
         # Reuse forward values: the equation's own value, then every call needed again.
@@ -196,7 +205,8 @@ class _Differentiator:
             fields[op.sequence] = "[" + ", ".join(items) + "]"
         for param, name, position in eqn.operands:
             if name in self.active and param in op.vjp:
-                code = op.vjp[param].format(g=self.adj[eqn.out], out=eqn.out,
+                g = "1.0" if eqn.out in self.unit else self.adj[eqn.out]
+                code = op.vjp[param].format(g=g, out=eqn.out,
                                             np=self.ir.np_alias, i=position, **fields)
                 self._accumulate(name, code, scope, group, eqn.where)
 
@@ -297,6 +307,44 @@ class _Differentiator:
                   else f"while {ast.unparse(item.header)}:")
         out.append(Block(header, tuple(body) or (Line("", "pass"),)))
         return out
+
+
+_FULL_REDUCTIONS = {"np.sum", "np.mean", "np.prod", "np.max", "np.min", "np.var", "np.std",
+                    "np.linalg.norm", "scipy.special.logsumexp"}
+
+
+def _certainly_scalar(items) -> set[str]:
+    """Names that hold a scalar whatever the inputs' shapes: full reductions, and
+    elementwise arithmetic of those (straight-line code only)."""
+    scalar = set()
+    for item in items:
+        if not isinstance(item, Eqn):
+            continue
+        statics = dict(item.statics)
+        if item.kind == "array" and item.op.names[0] in _FULL_REDUCTIONS and \
+                statics.get("axis", "None") == "None" and \
+                statics.get("keepdims", "False") == "False":
+            scalar.add(item.out)
+        elif item.kind == "elementwise" and all(i in scalar for i in item.inputs):
+            scalar.add(item.out)
+    return scalar
+
+
+def _live(lines, needed: set[str]) -> list:
+    """The forward lines the backward sweep needs (straight-line ones; blocks all stay)."""
+    kept = []
+    for line in reversed(lines):
+        if isinstance(line, Block) or not line.target or line.target in needed:
+            kept.append(line)
+            needed.update(_loads([line]) if isinstance(line, Block) else _reads(line))
+    return kept[::-1]
+
+
+def _reads(line: Line) -> list[str]:
+    value = line.value
+    if isinstance(value, ast.AST):
+        return [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
+    return _IDENT.findall(value) if isinstance(value, str) else []
 
 
 def _mark_active(items, active):

@@ -66,7 +66,8 @@ def emit(program: Program) -> str:
         '    """',
     ]
     out += _lines(program.forward, printer, 1, forward=True)
-    out.append(f"    _check_scalar({ir.result}, {ir.name!r})")
+    if program.check:
+        out.append(f"    _check_scalar({ir.result}, {ir.name!r})")
     out.append(f"    {program.seed} = 1.0")
     out += _lines(program.backward, printer, 1, forward=False)
     grads, earlier = [], []
@@ -152,6 +153,8 @@ def _statement(line: Line, printer: Printer) -> str:
         return str(value)
     if isinstance(value, ast.AST):
         text = ast.unparse(value)
+    elif isinstance(value, sp.Integer):  # a constant adjoint: a float, as adjoints are
+        text = repr(float(value))
     elif isinstance(value, sp.Basic):
         text = printer.doprint(value)
     else:

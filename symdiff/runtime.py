@@ -69,8 +69,9 @@ def _fit(g, x, *earlier):
     ``earlier`` are the gradients returned before this one: an array already handed out is
     copied rather than returned twice.
     """
-    if type(g) is float and type(x) is float:
-        return g
+    if type(x) is float:  # the common scalar case, without NumPy's shape machinery
+        if type(g) in _SCALARS:
+            return float(g)
     if np.ndim(x) == 0 and not isinstance(x, np.ndarray):
         return float(np.asarray(g, dtype=np.float64).reshape(()))
     if (type(g) is np.ndarray and g.dtype == np.float64 and g.shape == np.shape(x)
@@ -87,7 +88,7 @@ def _not_in_place(value, message):
 
 def _check_scalar(value, name):
     """Refuse a non-scalar output: a gradient needs a scalar function."""
-    if type(value) is float or np.ndim(value) == 0:
+    if type(value) in _SCALARS or np.ndim(value) == 0:
         return
     raise SymdiffError(
         f"{name} returned an array of shape {np.shape(value)}; a gradient needs a scalar "
