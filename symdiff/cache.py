@@ -69,8 +69,11 @@ def versions() -> str:
 
         from . import __version__
 
+        # symdiff's own files too: a development checkout changes without a new version.
+        own = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
+                     for p in Path(__file__).parent.glob("*.py"))
         _VERSIONS = (f"symdiff={__version__};python={sys.version};numpy={numpy.__version__};"
-                     f"sympy={_sympy_version()}")
+                     f"sympy={_sympy_version()};files={hashlib.sha256(repr(own).encode()).hexdigest()}")
     return _VERSIONS
 
 

@@ -94,6 +94,7 @@ class _Differentiator:
         seed = self._adjoint(self.ir.result)
         top.defined.add(self.ir.result)
         self.unit = {self.ir.result}
+        self.ones: set[str] = set()  # names whose adjoint is all ones, of their shape
         backward = self._backward(self.ir.eqns, top)
         forward = self._forward(self.ir.eqns)
         grads = tuple((p, self.adj[p] if p in top.defined else None) for p in self.ir.wrt)
@@ -112,6 +113,8 @@ class _Differentiator:
 
     def _accumulate(self, target, contribution, scope: _Scope, lines, where, like=""):
         self.unit.discard(target)
+        if target in scope.defined:
+            self.ones.discard(target)
         name = self._adjoint(target)
         if target in scope.defined:
             lines.append(Line(name, contribution, where, accumulate=True, like=like))
@@ -163,10 +166,14 @@ class _Differentiator:
             lines.extend(group)
 
     def _elementwise(self, eqn: Eqn, scope, group):
-        # The seed is exactly 1 until something else flows into the result: fold it.
-        dv = sp.S.One if eqn.out in self.unit else symbol(self.adj[eqn.out])
+        # The seed is exactly 1 until something else flows into the result: fold it; so is
+        # each entry of a sum's adjoint then (np.sum(v) with v's adjoint all ones).
+        ones = eqn.out in self.ones
+        dv = sp.S.One if eqn.out in self.unit or ones else symbol(self.adj[eqn.out])
         targets = [a for a in eqn.inputs if a in self.active]
-        partials = [_whole_floats(sp.diff(eqn.expr, symbol(a))) for a in targets]
+        # factor_terms undoes SymPy's 2*(a - b) -> 2*a - 2*b, so forward parts can match.
+        partials = [sp.factor_terms(_whole_floats(sp.diff(eqn.expr, symbol(a))))
+                    for a in targets]
         # Reuse forward values: the equation's own value, then every call needed again.
         reuse = {} if eqn.expr.is_Atom else {eqn.expr: symbol(eqn.out)}
         partials = [p.xreplace(reuse) for p in partials]
@@ -191,8 +198,10 @@ class _Differentiator:
             group.append(Line(t.name, value, eqn.where))
         # The value may be larger than an operand that NumPy broadcast: sum it back down.
         broadcasts = len(eqn.inputs) > 1
+        # Without the ones, a contribution may be smaller than v: spread it to v's shape.
+        like = (lambda a: f"{a}, {eqn.out}") if ones else (lambda a: a)
         for (a, _), c in zip(kept, reduced, strict=True):
-            self._accumulate(a, c, scope, group, eqn.where, a if broadcasts else "")
+            self._accumulate(a, c, scope, group, eqn.where, like(a) if broadcasts else "")
 
     def _array(self, eqn: Eqn, scope, group):
         op = eqn.op
@@ -206,6 +215,9 @@ class _Differentiator:
         for param, name, position in eqn.operands:
             if name in self.active and param in op.vjp:
                 g = "1.0" if eqn.out in self.unit else self.adj[eqn.out]
+                if g == "1.0" and op.names[0] == "np.sum" and fields["axis"] == "None" and \
+                        fields["keepdims"] == "False" and name not in scope.defined:
+                    self.ones.add(name)
                 code = op.vjp[param].format(g=g, out=eqn.out,
                                             np=self.ir.np_alias, i=position, **fields)
                 self._accumulate(name, code, scope, group, eqn.where)
@@ -416,7 +428,7 @@ def _loads(lines) -> list[str]:
         elif isinstance(value, str):
             out += _IDENT.findall(value)
         if line.like:
-            out.append(line.like)
+            out += line.like.split(", ")
         if line.accumulate:
             out.append(line.target)
     return out

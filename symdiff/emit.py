@@ -70,9 +70,13 @@ def emit(program: Program) -> str:
         out.append(f"    _check_scalar({ir.result}, {ir.name!r})")
     out.append(f"    {program.seed} = 1.0")
     out += _lines(program.backward, printer, 1, forward=False)
+    # _fit returns a gradient without copying it only if it is none of the arrays the
+    # caller can see: the arguments, module data, and the gradients returned before it.
+    visible = [*ir.params, *(n for n, _ in ir.data_globals)]
     grads, earlier = [], []
     for p, adj in program.grads:
-        grads.append(f"_fit({', '.join([adj or '0.0', p, *earlier])})")
+        others = [n for n in dict.fromkeys([*visible, *earlier]) if n != p] if adj else []
+        grads.append(f"_fit({', '.join([adj or '0.0', p, *others])})")
         if adj:
             earlier.append(adj)
     result = grads[0] if len(grads) == 1 and not program.as_tuple else (

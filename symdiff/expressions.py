@@ -158,8 +158,8 @@ class Expressions:
         self.globals_used[name] = obj
         self.globals_where[name] = where
         self.names.taken.add(name)
-        if isinstance(where, dict) and name not in where or isinstance(obj, (types.ModuleType,
-                                                                                type)):
+        if isinstance(where, dict) and name not in where or isinstance(obj, (
+                types.ModuleType, type, FunctionSource)):
             return obj  # a builtin, a module or a class: not rebound in practice
         if callable(obj):
             # act = np.tanh: the derivative is tanh's; if act is rebound, build again.
@@ -364,8 +364,16 @@ class Expressions:
                 text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
                 statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
                 codes[p] = code
+        # The same operation of the same values twice (x[:-1] in two places) is one value:
+        # computed once, and its adjoints summed before they are scattered back.
+        key = (row.names[0], tuple(operands), tuple(statics))
+        if key in self.memo and not any(isinstance(n, ast.Call) for p, _ in statics
+                                        for n in ast.walk(codes[p])):
+            name = self.memo[key]
+            return Val(symbol(name), ast.Name(name, ast.Load()))
         code = self._forward_code(node, row, codes, receiver)
         out = self.names.fresh("_t", numbered=True)
+        self.memo[key] = out
         inputs = tuple(dict.fromkeys(n for _, n, _ in operands))
         active = any(i in self.active for i in inputs)
         if active:

@@ -51,6 +51,7 @@ class _Lowering(Expressions):
         self.stack: list = []
         self.depth = 0  # how many branches and loops the current statement is inside
         self.temps: set[str] = set()  # temporaries, which an assignment may rename
+        self.memo: dict = {}  # (operation, operands, other arguments) -> the name of its value
         self.alias: dict[str, str] = {}  # SSA name -> a name of the same array object
         self.parsed_callees: dict = {}
         self.globals_where: dict = {}  # name -> the dict or cell it was found in
@@ -300,6 +301,7 @@ class _Lowering(Expressions):
             # x = np.sum(y): name the array equation itself rather than copy its temporary.
             self.names.taken.discard(last.out)
             self.temps.discard(last.out)
+            self.memo = {k: ssa if v == last.out else v for k, v in self.memo.items()}
             self.eqns[-1] = dataclasses.replace(last, out=ssa)
             if last.out in self.active:
                 self.active.add(ssa)
@@ -324,13 +326,14 @@ class _Lowering(Expressions):
 
     def _block(self, stmts):
         """Lower ``stmts`` into a list of their own; returns (equations, env after)."""
-        saved = self.eqns
+        saved, memo = self.eqns, dict(self.memo)
         self.eqns = []
         self.depth += 1
         try:
             self._statements(stmts)
         finally:
             self.depth -= 1
+            self.memo = memo  # what a branch computed is not there after it
         out, self.eqns = self.eqns, saved
         return out, dict(self.env)
 
@@ -416,7 +419,7 @@ class _Lowering(Expressions):
             if target is not None:
                 self.bound.add(target[1])
                 self.env[target[0]] = target[1]
-            saved = self.eqns
+            saved, memo = self.eqns, dict(self.memo)
             self.eqns = []
             self.depth += 1
             try:
@@ -425,6 +428,7 @@ class _Lowering(Expressions):
                 self._statements(body)
             finally:
                 self.depth -= 1
+                self.memo = memo
             eqns, self.eqns = self.eqns, saved
             nexts = [self.env.get(n, phi) for n, (phi, _) in zip(carried, phis, strict=True)]
             late = {n for n, (phi, _), nxt in zip(carried, phis, nexts, strict=True)

@@ -28,10 +28,16 @@ def stop_gradient(x):
 _SCALARS = (float, int, np.float64)
 
 
-def _unbroadcast(g, x):
-    """Sum the adjoint ``g`` down to the shape of ``x``, undoing NumPy broadcasting."""
-    if type(g) in _SCALARS and type(x) in _SCALARS:
+def _unbroadcast(g, x, like=None):
+    """Sum the adjoint ``g`` down to the shape of ``x``, undoing NumPy broadcasting.
+
+    ``like``, if given, is the value ``g`` is the adjoint of: ``g`` is first spread to its
+    shape (where a factor of ones was left out of ``g``).
+    """
+    if type(g) in _SCALARS and type(x) in _SCALARS and like is None:
         return g  # the common scalar case, without NumPy's shape machinery
+    if like is not None and np.shape(g) != np.shape(like):
+        g = np.broadcast_to(g, np.shape(like))
     gs = np.shape(g)
     xs = np.shape(x)
     if gs == xs:
@@ -63,11 +69,11 @@ def _zip_len(*arrays, strict=False):
     return min(lengths)
 
 
-def _fit(g, x, *earlier):
+def _fit(g, x, *others):
     """The gradient ``g`` as the caller expects it: x's shape, float64, an array of its own.
 
-    ``earlier`` are the gradients returned before this one: an array already handed out is
-    copied rather than returned twice.
+    ``others`` are the arrays the caller can see (its arguments, module data, gradients
+    returned before this one): one of those is copied rather than handed out again.
     """
     if type(x) is float:  # the common scalar case, without NumPy's shape machinery
         if type(g) in _SCALARS:
@@ -75,7 +81,8 @@ def _fit(g, x, *earlier):
     if np.ndim(x) == 0 and not isinstance(x, np.ndarray):
         return float(np.asarray(g, dtype=np.float64).reshape(()))
     if (type(g) is np.ndarray and g.dtype == np.float64 and g.shape == np.shape(x)
-            and g.flags.owndata and g.flags.writeable and not any(g is e for e in earlier)):
+            and g.flags.owndata and g.flags.writeable and g is not x
+            and not any(g is o for o in others)):
         return g  # computed here, for this gradient alone: no copy needed
     return np.array(np.broadcast_to(g, np.shape(x)), dtype=np.float64)
 
