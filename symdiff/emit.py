@@ -10,6 +10,7 @@ import tokenize
 
 import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
+from sympy.printing.precedence import PRECEDENCE
 
 from . import __version__
 from .differentiate import Block, Line, Program
@@ -37,6 +38,13 @@ class Printer(NumPyPrinter):
             args = [self._print(a) for a in expr.args]
             return expr.numpy_template.format(*args, np=self.np_alias)
         return super()._print_Function(expr)
+
+    def _print_Pow(self, expr, rational=False):
+        # 1/x rather than x**(-1.0): the same float64, easier to read.
+        if expr.exp.is_Integer and expr.exp < 0:
+            denominator = self.parenthesize(expr.base ** -expr.exp, PRECEDENCE["Mul"])
+            return f"(1/{denominator})"  # parenthesized: it may be a power's base or exponent
+        return super()._print_Pow(expr, rational=rational)
 
     def _print_Exp1(self, expr):
         return self.np_alias + ".e"

@@ -150,7 +150,7 @@ class _Lowering(Expressions):
     def _statements(self, stmts):
         for stmt in stmts:
             self.line = stmt.lineno
-            self.where = (f"line {stmt.lineno}{self.label}", self.src.line_text(stmt.lineno))
+            self.where = (f"line {stmt.lineno}{self.label}", self._statement_text(stmt))
             try:
                 self._statement(stmt)
             except SymdiffError as e:
@@ -158,6 +158,14 @@ class _Lowering(Expressions):
                 # is reported at the statement that led to it.
                 self.problems.extend(e.problems or (self.src.problem(stmt, str(e)),))
                 self._poison(stmt)
+
+    def _statement_text(self, stmt) -> str:
+        """The statement's own text (without a trailing comment): its first line."""
+        line = self.src.lines[stmt.lineno - 1] if stmt.lineno <= len(self.src.lines) else ""
+        if stmt.end_lineno != stmt.lineno or isinstance(stmt, (ast.If, ast.For, ast.While)):
+            return line.strip()
+        raw = line.encode()
+        return raw[stmt.col_offset:stmt.end_col_offset].decode(errors="replace").strip()
 
     def _statement(self, stmt):
         match stmt:
