@@ -101,6 +101,7 @@ class _Differentiator:
         # A value that is certainly a scalar (a full reduction, say) needs no check; then,
         # if the value is not returned either, what only computes it need not run.
         check = self.ir.result not in _certainly_scalar(self.ir.eqns)
+        backward = _live(backward, {adj for _, adj in grads if adj})
         if not with_value and not check:
             forward = _live(forward, set(_loads(backward)) | {p for p, _ in grads})
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
@@ -198,8 +199,10 @@ class _Differentiator:
             group.append(Line(t.name, value, eqn.where))
         # The value may be larger than an operand that NumPy broadcast: sum it back down.
         broadcasts = len(eqn.inputs) > 1
-        # Without the ones, a contribution may be smaller than v: spread it to v's shape.
-        like = (lambda a: f"{a}, {eqn.out}") if ones else (lambda a: a)
+        # Without the ones, a contribution may be smaller than v: spread it to v's shape,
+        # which NumPy broadcasting makes from the operands' shapes (v itself not needed).
+        shape = "(" + ", ".join(eqn.inputs) + ("," if len(eqn.inputs) == 1 else "") + ")"
+        like = (lambda a: f"{a}, {shape}") if ones else (lambda a: a)
         for (a, _), c in zip(kept, reduced, strict=True):
             self._accumulate(a, c, scope, group, eqn.where, like(a) if broadcasts else "")
 
@@ -343,20 +346,13 @@ def _certainly_scalar(items) -> set[str]:
 
 
 def _live(lines, needed: set[str]) -> list:
-    """The forward lines the backward sweep needs (straight-line ones; blocks all stay)."""
+    """The lines that compute ``needed`` (straight-line ones; blocks all stay)."""
     kept = []
     for line in reversed(lines):
         if isinstance(line, Block) or not line.target or line.target in needed:
             kept.append(line)
-            needed.update(_loads([line]) if isinstance(line, Block) else _reads(line))
+            needed.update(_loads([line]))
     return kept[::-1]
-
-
-def _reads(line: Line) -> list[str]:
-    value = line.value
-    if isinstance(value, ast.AST):
-        return [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
-    return _IDENT.findall(value) if isinstance(value, str) else []
 
 
 def _mark_active(items, active):
@@ -428,7 +424,7 @@ def _loads(lines) -> list[str]:
         elif isinstance(value, str):
             out += _IDENT.findall(value)
         if line.like:
-            out += line.like.split(", ")
+            out += _IDENT.findall(line.like)
         if line.accumulate:
             out.append(line.target)
     return out

@@ -144,14 +144,26 @@ class Hypot(_NumpyFunction):
         return self.args[argindex - 1] / self
 
 
+class Sigmoid(_NumpyFunction):
+    """1 / (1 + exp(-x)), written with tanh so that it cannot overflow."""
+
+    nargs = 1
+    numpy_template = "(0.5 + 0.5*{np}.tanh(0.5*({0})))"
+
+    def fdiff(self, argindex=1):
+        return Sigmoid(self.args[0]) * (1 - Sigmoid(self.args[0]))
+
+
 class LogAddExp(_NumpyFunction):
-    """np.logaddexp with the stable derivative exp(a - logaddexp(a, b))."""
+    """np.logaddexp, whose derivative is a sigmoid of the difference (stable, and it does
+    not need logaddexp's own value)."""
 
     nargs = 2
     numpy_template = "{np}.logaddexp({0}, {1})"
 
     def fdiff(self, argindex=1):
-        return sp.exp(self.args[argindex - 1] - self)
+        a, b = self.args
+        return Sigmoid(a - b) if argindex == 1 else Sigmoid(b - a)
 
 
 class LogAddExp2(_NumpyFunction):

@@ -31,13 +31,15 @@ _SCALARS = (float, int, np.float64)
 def _unbroadcast(g, x, like=None):
     """Sum the adjoint ``g`` down to the shape of ``x``, undoing NumPy broadcasting.
 
-    ``like``, if given, is the value ``g`` is the adjoint of: ``g`` is first spread to its
-    shape (where a factor of ones was left out of ``g``).
+    ``like``, if given, are the operands of the value ``g`` is the adjoint of: ``g`` is
+    first spread to their broadcast shape (where a factor of ones was left out of ``g``).
     """
     if type(g) in _SCALARS and type(x) in _SCALARS and like is None:
         return g  # the common scalar case, without NumPy's shape machinery
-    if like is not None and np.shape(g) != np.shape(like):
-        g = np.broadcast_to(g, np.shape(like))
+    if like is not None:
+        full = np.broadcast_shapes(*map(np.shape, like))
+        if np.shape(g) != full:
+            g = np.broadcast_to(g, full)
     gs = np.shape(g)
     xs = np.shape(x)
     if gs == xs:

@@ -355,3 +355,26 @@ def test_power_derivative_at_a_zero_base(name):
     assert grad(f, wrt=(0, 1))(np.float64(0.0), 2.0) == (0.0, 0.0)
     assert grad(f, wrt=(0, 1))(0.0, 2.0) == (0.0, 0.0)
     assert grad(f)(0.0, 3.0) == 0.0
+
+
+def test_every_custom_sympy_function_prints_as_one_operand():
+    """A template printed inside a product or power keeps its meaning (no bare a + b)."""
+    import sympy as sp
+
+    from symdiff import rules
+    from symdiff.emit import Printer
+
+    a, b = sp.symbols("a b", real=True)
+    printer = Printer()
+    for cls in rules._NumpyFunction.__subclasses__() + [rules.Round]:
+        for args in ((a,), (a, b)):
+            try:
+                term = cls(*args)
+            except (TypeError, ValueError):
+                continue
+            for wrapped in (3 * term, term ** 2, -term):
+                value = eval(printer.doprint(wrapped), {"np": np, "a": 0.7, "b": 2})  # noqa: S307
+                alone = eval(printer.doprint(term), {"np": np, "a": 0.7, "b": 2})  # noqa: S307
+                expected = {0: 3 * alone, 1: alone ** 2, 2: -alone}[
+                    [3 * term, term ** 2, -term].index(wrapped)]
+                assert np.isclose(value, expected), (cls.__name__, printer.doprint(wrapped))
