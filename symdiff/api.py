@@ -59,7 +59,8 @@ class Gradient:
     def _prepare(self) -> _Built:
         """Build if needed, rebuild if a called function was rebound, read module data."""
         built = self._built or self._build()
-        if built.guards and any(get() is not fn for get, fn in built.guards):
+        if built.guards and any(get() is not fn or getattr(fn, "__code__", None) is not code
+                                for get, fn, code in built.guards):
             built = self._build(stale=built)  # a helper it calls was redefined
         for name, get in built.refresh:
             built.globals[name] = get()
@@ -85,7 +86,8 @@ class Gradient:
         return f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt {self.wrt}>"
 
     def _build(self, stale=None) -> _Built:
-        key = (self.wrt, self.with_value, self.as_tuple)
+        # The code object too: replacing f.__code__ (as autoreload does) is a new f.
+        key = (self.wrt, self.with_value, self.as_tuple, getattr(self.fun, "__code__", None))
         try:
             per_fn = _MEMORY.setdefault(self.fun, {})
         except TypeError:  # not weak-referenceable: no memory cache
@@ -192,12 +194,12 @@ def _build(fun, wrt, with_value, as_tuple) -> _Built:
     names = {n: obj for n, obj, _ in ir.globals}
     fn, globs = compile_source(source, "grad_" + ir.name, names, ir.np_alias)
     _defaults(fn, fun)
-    helpers = [(cache.where(c), n, cache.identity(h)) for c, n, h in ir.guards]
+    helpers = [(cache.where(c, fun), n, cache.identity(h)) for c, n, h in ir.guards]
     if all(h is not None for _, _, h in helpers):
         cache.store(fun, options, {
             "name": "grad_" + ir.name, "np_alias": ir.np_alias, "source": source,
-            "names": [(n, cache.where(c)) for n, _, c in ir.globals],
-            "data": [(n, cache.where(c)) for n, c in ir.data_globals],
+            "names": [(n, cache.where(c, fun)) for n, _, c in ir.globals],
+            "data": [(n, cache.where(c, fun)) for n, c in ir.data_globals],
             "helpers": helpers})
     return _Built(fn, source, globs, _refreshers(ir.data_globals), _guards(ir.guards))
 
@@ -270,10 +272,11 @@ def _refreshers(data_globals) -> tuple:
 def _guards(guards) -> tuple:
     out = []
     for where, name, fn in guards:
+        code = getattr(fn, "__code__", None)  # a helper's code replaced in place counts too
         if isinstance(where, dict):
-            out.append(((lambda g, n: lambda: g.get(n))(where, name), fn))
+            out.append(((lambda g, n: lambda: g.get(n))(where, name), fn, code))
         else:  # a closure cell
-            out.append(((lambda c: lambda: c.cell_contents)(where), fn))
+            out.append(((lambda c: lambda: c.cell_contents)(where), fn, code))
     return tuple(out)
 
 

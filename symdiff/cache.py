@@ -32,7 +32,7 @@ def directory() -> Path | None:
     ``$SYMDIFF_CACHE_DIR`` (``off`` disables the cache), else the user cache directory
     (``$XDG_CACHE_HOME/symdiff`` or ``~/.cache/symdiff`` on Linux, via platformdirs).
     """
-    chosen = os.environ.get("SYMDIFF_CACHE_DIR")
+    chosen = os.environ.get("SYMDIFF_CACHE_DIR") or None  # empty: as if unset
     if chosen is not None and chosen.strip().lower() in ("off", "0", "false", "no"):
         return None
     if chosen is None:
@@ -107,7 +107,8 @@ def source_hash(fn) -> str | None:
 def identity(obj) -> str | None:
     """What a called object is, to tell whether a name still means it: the source of a
     user's function, the qualified name of a library's; None if it cannot be told."""
-    if isinstance(obj, types.FunctionType) and not obj.__code__.co_filename.startswith("<"):
+    if isinstance(obj, types.FunctionType):
+        # A function's source (a notebook cell's too); without source, nothing to compare.
         digest = source_hash(obj)
         return None if digest is None else "source:" + digest
     module = getattr(obj, "__module__", None) or type(obj).__module__
@@ -175,8 +176,11 @@ def store(fn, options, entry: dict) -> None:
         pass  # a cache that cannot be written is only a slower cache
 
 
-def where(container) -> dict:
-    """How to find a name again: in a module's globals (by module name), or a closure."""
+def where(container, fn=None) -> dict:
+    """How to find a name again: in ``fn``'s own globals, in a module's globals (by module
+    name), or in ``fn``'s closure."""
+    if fn is not None and container is getattr(fn, "__globals__", None):
+        return {"own": True}  # not by name: __main__ today may be another script tomorrow
     if isinstance(container, dict):
         return {"module": container.get("__name__")}
     return {"closure": True}
@@ -187,7 +191,11 @@ def resolve(fn, place: dict, name: str):
     if place.get("closure"):
         cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False))
         return cells.get(name)
+    if place.get("own"):
+        return fn.__globals__
     module = place.get("module")
+    if module == "__main__":
+        return None  # another program's __main__ now: not what the entry meant
     if fn.__globals__.get("__name__") == module:
         return fn.__globals__
     loaded = sys.modules.get(module) if isinstance(module, str) else None

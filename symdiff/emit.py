@@ -58,7 +58,9 @@ def emit(program: Program) -> str:
     ir = program.ir
     printer = Printer(ir.np_alias)
     name = "grad_" + ir.name
-    where = f"{ir.parsed.source.filename}:{ir.parsed.node.lineno}"
+    # The docstring stays valid Python whatever the path holds (backslashes, quotes).
+    where = f"{ir.parsed.source.filename}:{ir.parsed.node.lineno}".replace(
+        "\\", "\\\\").replace('"', '\\"')
     wrt = ", ".join(ir.wrt)
     what = "Value and gradient" if program.with_value else "Gradient"
     args = copy.deepcopy(ir.parsed.node.args)

@@ -149,12 +149,17 @@ class Expressions:
             self.fail(node, f"name {name!r} is not defined",
                       "parameters, local names, and module-level names")
         if name in self.globals_used and self.globals_used[name] is not obj:
-            self.fail(node, f"{name!r} means one thing in {self.top.name} and another in "
-                      f"{self.parsed.name}", "give one of them another name")
+            self.fail(node, f"{name!r} means one thing in {self.first_user.get(name, '?')} "
+                      f"and another in {self.parsed.name}", "give one of them another name")
         if name in self.bound:
             self.fail(node, f"{name!r} is a module-level name here and a local variable of "
                       "a function that calls this one", "give one of them another name")
+        if name == "SymdiffError" or name.startswith("_") and callable(
+                getattr(runtime, name, None)):
+            self.fail(node, f"{name} is a name symdiff's generated code uses for itself",
+                      "rename the module-level name")
         where = self.parsed.namespace.container(name)
+        self.first_user.setdefault(name, self.parsed.name)
         self.globals_used[name] = obj
         self.globals_where[name] = where
         self.names.taken.add(name)

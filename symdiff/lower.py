@@ -55,6 +55,7 @@ class _Lowering(Expressions):
         self.alias: dict[str, str] = {}  # SSA name -> a name of the same array object
         self.parsed_callees: dict = {}
         self.globals_where: dict = {}  # name -> the dict or cell it was found in
+        self.first_user: dict[str, str] = {}  # name -> the function that first read it
         self.guards: dict = {}  # (id(container), name) -> (container, name, function)
         self.counter = 0
         self.label = ""

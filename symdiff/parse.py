@@ -95,6 +95,7 @@ def parse(fn) -> Parsed:
     if code is None:
         raise SymdiffError(f"symdiff differentiates Python functions; got {type(fn).__name__}")
     filename = code.co_filename
+    linecache.checkcache(filename)  # a file edited since it was read: read it again
     lines = tuple(linecache.getlines(filename, getattr(fn, "__globals__", None)))
     if not lines:
         raise SymdiffError(
