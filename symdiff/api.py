@@ -50,9 +50,11 @@ class Gradient:
             built = self._prepare()
         try:
             return built.fn(*args, **kwargs)
-        except ZeroDivisionError:
-            # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): run
-            # again on NumPy scalars, as the function's own np.sqrt(0.0) would.
+        except (ZeroDivisionError, OverflowError) as e:
+            # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): if the
+            # derivatives raised (not the function's own code), run again on NumPy floats.
+            if not _in_backward(e, built):
+                raise
             return built.fn(*map(_numpy_scalar, args),
                             **{k: _numpy_scalar(v) for k, v in kwargs.items()})
 
@@ -256,7 +258,20 @@ _MISSING = object()
 
 
 def _numpy_scalar(value):
-    return np.float64(value) if type(value) in (float, int) else value
+    return np.float64(value) if type(value) is float else value
+
+
+def _in_backward(error, built) -> bool:
+    """Whether ``error`` rose in the backward sweep of the generated function."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code is not built.fn.__code__:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    lines = built.source.splitlines()
+    start = next((i for i, line in enumerate(lines, 1) if line.startswith("    d") and
+                  line.endswith(" = 1.0")), len(lines))  # the seed line starts the backward
+    return tb.tb_lineno > start
 
 
 def _refreshers(data_globals) -> tuple:

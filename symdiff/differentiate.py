@@ -62,6 +62,7 @@ class Program:
     with_value: bool
     as_tuple: bool
     check: bool = True  # whether the call must check that the value is a scalar
+    value: str = ""  # with_value: the name that keeps the value for the return
 
 
 def differentiate(ir: IR, with_value: bool = False, as_tuple: bool = False) -> Program:
@@ -104,8 +105,10 @@ class _Differentiator:
         backward = _live(backward, {adj for _, adj in grads if adj})
         if not with_value and not check:
             forward = _live(forward, set(_loads(backward)) | {p for p, _ in grads})
+        # The backward sweep may rebind the value's name (a loop's tape restores it).
+        value = self.names.fresh("_value") if with_value and self.tapes else ""
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
-                       as_tuple, check)
+                       as_tuple, check, value)
 
     def _adjoint(self, name) -> str:
         if name not in self.adj:
@@ -204,7 +207,8 @@ class _Differentiator:
         shape = "(" + ", ".join(eqn.inputs) + ("," if len(eqn.inputs) == 1 else "") + ")"
         like = (lambda a: f"{a}, {shape}") if ones else (lambda a: a)
         for (a, _), c in zip(kept, reduced, strict=True):
-            self._accumulate(a, c, scope, group, eqn.where, like(a) if broadcasts else "")
+            self._accumulate(a, c, scope, group, eqn.where,
+                             like(a) if broadcasts or ones else "")
 
     def _array(self, eqn: Eqn, scope, group):
         op = eqn.op
@@ -257,7 +261,7 @@ class _Differentiator:
             blines.append(Line(self.adj[phi], f"_zeros({phi})", item.where))
             child.defined.update((nxt, phi))
         body = self._backward(item.body, child)
-        if not body:
+        if not body and not carried:
             return
         blines += body
         # Everything the body assigns, through its branches, and the tapes of inner loops.

@@ -78,6 +78,8 @@ def emit(program: Program) -> str:
     out += _lines(program.forward, printer, 1, forward=True)
     if program.check:
         out.append(f"    _check_scalar({ir.result}, {ir.name!r})")
+    if program.value:
+        out.append(f"    {program.value} = {ir.result}")
     out.append(f"    {program.seed} = 1.0")
     out += _lines(program.backward, printer, 1, forward=False)
     # _fit returns a gradient without copying it only if it is none of the arrays the
@@ -92,7 +94,7 @@ def emit(program: Program) -> str:
     result = grads[0] if len(grads) == 1 and not program.as_tuple else (
         "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")")
     if program.with_value:
-        result = f"{ir.result}, {result}"
+        result = f"{program.value or ir.result}, {result}"
     out.append(f"    return {result}")
     return _number_temporaries("\n".join(out) + "\n", ir.user_names)
 

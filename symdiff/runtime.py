@@ -141,6 +141,8 @@ def _extreme_share(g, x, out, axis=None, keepdims=False):
 def _prod_others(x, axis=None):
     """For each entry, the product of the others along ``axis`` (exact when x has zeros)."""
     x = np.asarray(x, dtype=np.result_type(x, np.float64))
+    if x.size == 0:
+        return np.zeros_like(x)
     axes = _axes(axis, x.ndim)
     rest = [i for i in range(x.ndim) if i not in axes]
     moved = np.transpose(x, rest + list(axes))

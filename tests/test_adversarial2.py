@@ -838,11 +838,6 @@ def test_empty_arrays(name, arg):
     assert isinstance(g, np.ndarray) and g.shape == arg.shape and g.dtype == np.float64
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.prod of an empty array (or of an empty axis, or along an axis of a (0, n) array) "
-    "is 1.0 (or zeros), but its gradient raises ValueError 'cannot reshape array of size 1 "
-    "into shape (0,)': runtime._prod_others concatenates a ones column to flat[..., :-1] "
-    "and so builds a size-1 product where the axis has length 0"))
 @pytest.mark.parametrize("name, arg", [("prod", np.zeros(0)), ("prod_rows", np.zeros((3, 0))),
                                        ("prod_rows", np.zeros((0, 3)))])
 def test_prod_of_empty_arrays(name, arg):
@@ -903,12 +898,6 @@ def test_finite_functions_at_huge_and_tiny_magnitudes():
         assert grad(MAGNITUDES.arctan)(np.array(1e200)) == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "OverflowError on Python floats where the function is finite: the printed derivatives "
-    "use ** (1/(x**2 + 1) for arctan, -1/x**2 for 1/x, exp(-x**2) for math.erf, "
-    "1/sqrt(x**2 + 1) for arcsinh), and Python float ** raises OverflowError where NumPy "
-    "gives inf; Gradient.__call__ (api.py) retries on NumPy scalars only after "
-    "ZeroDivisionError, not OverflowError"))
 @pytest.mark.parametrize("name, x", [("arctan", 1e200), ("reciprocal", 1e160),
                                      ("math_erf", 1e160), ("arcsinh", -1e200)])
 def test_python_float_derivatives_that_overflow(name, x):
@@ -1176,12 +1165,6 @@ def test_value_and_grad_value(f, args):
     np.testing.assert_array_equal(g, grad(f)(*args))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "value_and_grad returns the wrong value when the function returns a loop-carried name "
-    "(s = 0.0; for i in range(3): s = s + x * x; return s gives (0.0, 9.0) at x = 1.5, not "
-    "(6.75, 9.0)): emit() writes 'return s_1, ...' after the backward sweep, whose "
-    "'for (s_1, ...) in reversed(_tape0)' has rebound s_1 to its value at the start of "
-    "the first iteration; the value must be kept before the backward sweep"))
 @pytest.mark.parametrize("f, args", [
     (VALUES.accumulate, (1.5,)), (VALUES.accumulate_elements, (V3,)),
     (VALUES.accumulate_in_while, (V3,)), (LOOPS.helper_per_row, (X43, V3)),
@@ -1232,12 +1215,6 @@ def test_loops_that_reset_a_value_when_they_run():
     assert grad(ZERO_TRIP.clamp_by_while)(11.5) == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a loop whose body overwrites a differentiated variable with a constant drops the "
-    "variable's gradient when the loop runs zero times (s = x; for i in range(0): "
-    "s = 2.0; return s*s gives d/dx 0.0, not 2x): differentiate._Differentiator._loop "
-    "returns early when the body has no backward lines ('if not body: return') without "
-    "passing the carried adjoints back to their initial values"))
 @pytest.mark.parametrize("name, args, expected", [
     ("reset_in_for", (1.5, 0), 3.0),
     ("clamp_by_while", (1.5,), 3.0),
@@ -1279,11 +1256,6 @@ def test_singular_derivative_on_python_floats_is_infinite():
         assert math.isinf(grad(RETRY.root_times_item)(0.0, np.array([1.0, 2.0]), np.int64(1)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "after a ZeroDivisionError (d(x**0.5)/dx at 0.0), Gradient.__call__ (api.py) runs the "
-    "gradient again with every Python float AND int argument made np.float64 "
-    "(_numpy_scalar), so an int used by range() or as an index raises TypeError/IndexError "
-    "where the function itself works; ints should stay ints"))
 @pytest.mark.parametrize("name, args", [("root_then_loop", (0.0, 2)),
                                         ("root_times_item", (0.0, np.array([1.0, 2.0]), 1))])
 def test_retry_on_numpy_scalars_keeps_integer_arguments(name, args):
@@ -1291,12 +1263,6 @@ def test_retry_on_numpy_scalars_keeps_integer_arguments(name, args):
         assert math.isinf(grad(getattr(RETRY, name))(*args))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "where the function itself raises ZeroDivisionError (1.0 / x at x = 0.0, x % 0.0), "
-    "value_and_grad returns (inf, -inf) or (nan, 2.0) instead: Gradient.__call__ (api.py) "
-    "catches the ZeroDivisionError of the forward sweep too and reruns it on NumPy "
-    "scalars, which changes the function's own semantics; only a derivative's division "
-    "should be retried"))
 @pytest.mark.parametrize("name, args", [("reciprocal", (0.0,)), ("modulo", (1.0, 0.0))])
 def test_function_that_raises_zero_division(name, args):
     f = getattr(RETRY, name)
@@ -1630,14 +1596,6 @@ def linear_with_sine(x):
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "np.sum(v * 2.0) where v is an array operation's result (reshape, @, concatenate, "
-    "stack, tile, max over an axis, transpose, broadcast_to) either raises (ValueError "
-    "'cannot reshape array of size 1', IndexError, matmul mismatch, ZeroDivisionError) or, "
-    "for broadcast_to, silently gives [2, 2, 2] instead of [4, 4, 4]: with the sum's seed "
-    "folded (differentiate._Differentiator._elementwise, 'ones'), the adjoint of v is the "
-    "bare scalar 2 when the elementwise equation has a single input (broadcasts is False, "
-    "so it is not spread to v's shape), and the array rules downstream get a scalar"))
 @pytest.mark.parametrize("name, args, wrt", [
     ("broadcast", (V3,), (0,)),
     ("matmul", (A33, V3), (0, 1)),
@@ -1680,13 +1638,6 @@ def shifted_sum(x, s):
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "silently wrong gradient of a scalar broadcast in one statement and summed through a "
-    "linear function in the next (y = x + s; return np.sum(2.0 * y) with s a scalar and x "
-    "of shape (3,) gives d/ds 2.0, not 6.0; np.sum(-(z - logsumexp)) and a bias b in "
-    "np.sum(0.5 * (w * x + b)) likewise): the folded seed makes dy the scalar 2.0 "
-    "(differentiate._Differentiator._elementwise, single input: no spreading to y's "
-    "shape), and y = x + s then passes the scalar to s unsummed"))
 @pytest.mark.parametrize("name, args, wrt", [
     ("shifted", (V3, 1.5), (0, 1)),
     ("negative_log_softmax_sum", (V3,), (0,)),
