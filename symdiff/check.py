@@ -11,7 +11,15 @@ Points: each parameter that is differentiated gets values of magnitude uniform i
 function is not finite there (a log or sqrt of a negative number), positive values in
 [0.5, 1.5]; then in [0.1, 0.9] (arcsin, arctanh). A parameter that is not differentiated
 takes its default, if it has one, and so does one whose default is an integer (a count,
-``n=3``: its gradient is not compared).
+``n=3``: its gradient is not compared; when no parameter is left to compare, the result
+says "nothing to compare" and is not a failure).
+
+Tolerance: a gradient ``g`` and the central difference ``n`` (step ``h = 1e-6 * max(1,
+|x|)``) agree where ``|g - n| <= 1e-5 * max(1, |g|, |n|) + 10 * eps * |f| / h``: the
+second term is the rounding error of the difference itself, ``eps * |f| / h``, with a margin,
+which matters only where the function's value is large next to its slope (``1e7 + x*x``).
+The error reported is ``|g - n| / (max(1, |g|, |n|) + 10 * eps * |f| / (h * 1e-5))``, which
+is over 1e-5 exactly where they do not agree.
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ import numpy as np
 from . import runtime
 
 TOLERANCE = 1e-5  # of the relative error |g - n| / max(1, |g|, |n|)
+# Central differences of f with step h carry a rounding error of about eps * |f| / h; this
+# many times that is allowed on top of TOLERANCE * max(1, |g|, |n|).
+ROUNDING = 10.0
 _DRAWS = ("signed", "positive", "small")
 
 
@@ -33,7 +44,9 @@ _DRAWS = ("signed", "positive", "small")
 class CheckResult:
     """The largest relative error of a gradient, and where it was found.
 
-    ``problem`` is set when the function could not be checked (then it failed).
+    ``problem`` is set when the function could not be checked (then it failed); ``note``
+    says why nothing was compared (every parameter in ``wrt`` has an integer default), which
+    is not a failure.
     """
 
     name: str
@@ -41,15 +54,22 @@ class CheckResult:
     where: str
     points: int
     problem: str = ""
+    note: str = ""
 
     @property
     def ok(self) -> bool:
         return not self.problem and self.error <= TOLERANCE
 
+    @property
+    def compared(self) -> bool:
+        return bool(self.where)
+
     def summary(self) -> str:
         """One line: the function, its largest error, and ok or DISAGREES."""
         if self.problem:
             return f"{self.name}: not checked: {self.problem}"
+        if not self.compared:
+            return f"{self.name}: nothing to compare: {self.note}"
         verdict = "ok" if self.ok else "DISAGREES"
         return (f"{self.name}: largest relative error {self.error:.1e} ({self.where}) over "
                 f"{self.points} random points: {verdict}")
@@ -74,6 +94,11 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0) -> CheckRes
     frozen = _Frozen(fn)
     worst, where = 0.0, ""
     signature = inspect.signature(fn)
+    counts = [p for p in wrt if _integer(signature.parameters[p])]
+    if len(counts) == len(wrt):  # --wrt n, with n=3: no gradient to compare
+        note = (f"{', '.join(counts)} {'has' if len(counts) == 1 else 'have'} an integer "
+                "default" if counts else "no parameter to differentiate")
+        return CheckResult(name, 0.0, "", 0, note=note)
     with np.errstate(all="ignore"):
         for k in range(points):
             found = _finite_point(fn, signature, wrt, shapes or {}, rng, frozen)
@@ -90,7 +115,7 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0) -> CheckRes
                 if _integer(signature.parameters[p]):
                     continue  # a count (range(n)): it keeps its default, nothing to compare
                 try:
-                    n = _central_differences(fn, values, kinds, p, frozen)
+                    n, rounding = _central_differences(fn, values, kinds, p, frozen)
                 except _Diverged:
                     return CheckResult(name, np.nan, "", k, "stop_gradient was called a "
                                        "different number of times near the point, so its "
@@ -102,7 +127,9 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0) -> CheckRes
                 if g.shape != np.shape(n):
                     return CheckResult(name, np.nan, "", k, f"the gradient in {p} has shape "
                                        f"{g.shape}, the parameter {np.shape(n)}")
-                scale = np.maximum(1.0, np.maximum(np.abs(g), np.abs(n)))
+                # |g - n| <= TOLERANCE * max(1, |g|, |n|) + rounding, as a relative error.
+                scale = np.maximum(1.0, np.maximum(np.abs(g), np.abs(n))) + (
+                    rounding / TOLERANCE)
                 err = np.abs(g - n) / scale
                 err = float(np.max(np.where(np.isnan(err), np.inf, err), initial=0.0))
                 if err > worst or not where:
@@ -187,9 +214,12 @@ def _call_arguments(values, kinds):
 
 
 def _central_differences(fn, values, kinds, p, frozen, h=1e-6):
+    """The central differences of ``fn`` in ``p``, and the rounding error they may carry,
+    ``ROUNDING * eps * |f| / step`` (0 where f is not finite: then they disagree anyway)."""
     x = values[p]
     flat = np.array(x, dtype=np.float64).reshape(-1)
     out = np.zeros_like(flat)
+    rounding = np.zeros_like(flat)
     for i in range(flat.size):
         step = h * max(1.0, abs(flat[i]))
         sides = []
@@ -200,7 +230,12 @@ def _central_differences(fn, values, kinds, p, frozen, h=1e-6):
             args, kwargs = _call_arguments({**values, p: value}, kinds)
             sides.append(frozen.call(fn, args, kwargs, replay=True))
         out[i] = (sides[0] - sides[1]) / (2 * step)
-    return out.reshape(np.shape(x)) if np.ndim(x) else float(out[0])
+        size = float(np.max(np.abs(np.asarray(sides, dtype=np.float64))))
+        rounding[i] = ROUNDING * np.finfo(np.float64).eps * size / step if np.isfinite(
+            size) else 0.0
+    if np.ndim(x):
+        return out.reshape(np.shape(x)), rounding.reshape(np.shape(x))
+    return float(out[0]), float(rounding[0])
 
 
 class _Diverged(Exception):

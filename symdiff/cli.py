@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.machinery
 import importlib.util
 import itertools
 import os
@@ -32,8 +33,21 @@ where the function is not finite there, positive values; then values in [0.1, 0.
 Parameters are scalars unless --shape x=3,4 says otherwise, or the annotation is a shape
 (x: "(3, 4)") or the default is an array (x=np.ones((3, 4))). A parameter that is not
 differentiated takes its default if it has one, and so does one with an integer default
-(n=3), whose gradient is not compared. The check fails where the relative error
-|g - n| / max(1, |g|, |n|) exceeds 1e-5.
+(n=3), whose gradient is not compared: when that leaves nothing to compare (--wrt n),
+the check says "nothing to compare" and does not fail. The check fails where
+|g - n| > 1e-5 * max(1, |g|, |n|) + 10 * eps * |f| / h, h being the step (1e-6 * max(1, |x|)):
+the second term is the rounding error of the differences where |f| is large. The error
+printed is |g - n| / (max(1, |g|, |n|) + 10 * eps * |f| / (h * 1e-5)), over 1e-5 when it fails.
+
+Reading FILE without running it: a module-level name changed in place (W[0] = 1.0,
+W += 1 on an array, L.append(...)), and every name sharing its data, is not known, so a
+function reading it gets an error; so is a decorated function (its decorator could change
+what it computes). Decorated and async functions are skipped, with a note. The body of
+`if __name__ == "__main__":` is not read; in `try: import a` / `except ImportError:
+import b`, the except block is read when an import in the try block fails. A FILE that is
+not text in its encoding (UTF-8 unless a coding line says otherwise) is an error, exit 1.
+--output refuses to overwrite FILE, and to define one name twice (a name that means two
+things to two gradients, a name of the file's that is also grad_<name>).
 
 symdiff cache info | symdiff cache clear: show or empty the disk cache of gradients.
 
@@ -74,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     wrt = _parse_wrt(opts.wrt, parser)
     shapes = _parse_shapes(opts.shape, parser)
+    if opts.output and _same_file(opts.output, opts.file):
+        parser.error(f"--output {opts.output} is FILE itself: it would overwrite the source")
     try:
         module = read_module(opts.file)
     except OSError as e:
@@ -81,11 +97,22 @@ def main(argv: list[str] | None = None) -> int:
     except SymdiffError as e:
         _report(e, opts.file)
         return 1
-    names = list(dict.fromkeys(opts.function)) or list(module.functions)
+    names = list(dict.fromkeys(opts.function))
+    for name in names:
+        if name in module.skipped:  # an async or decorated def
+            skipped = module.skipped[name]
+            where = module.source.problem(skipped.node, "")
+            parser.error(f"{opts.file}:{where.line}:{where.col}: cannot differentiate "
+                         f"{name}: {skipped.reason}")
     unknown = [n for n in names if n not in module.functions]
     if unknown:
         parser.error(f"{opts.file} has no top-level function {unknown[0]!r} (it defines: "
                      f"{', '.join(module.functions) or 'none'})")
+    if not names:
+        names = list(module.functions)
+        for name, skipped in module.skipped.items():
+            _report(module.source.problem(skipped.node, f"skipped {name}: {skipped.reason}"),
+                    opts.file, "note: ")
 
     built, failed = [], False
     for name in names:
@@ -119,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     if opts.check:
         failed |= not _check(module, built, shapes)
     return 1 if failed else 0
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _report(what, path, label="error: "):
@@ -222,7 +256,8 @@ def _build(fs, module, wrt, as_tuple):
         mine = {(p.filename, p.line, p.col) for p in problems}
         problems += [_explained(p, module) for p in e.problems
                      if (p.filename, p.line, p.col) not in mine]
-        problems.sort(key=lambda p: (p.filename != module.path, p.filename, p.line, p.col))
+        problems.sort(key=lambda p: (p.filename != module.source.filename, p.filename,
+                                     p.line, p.col))
         raise SymdiffError(problems=tuple(problems)) from None
     if problems:
         raise SymdiffError(problems=tuple(problems))
@@ -233,7 +268,7 @@ def _explained(problem, module):
     from .static import unresolved_message
 
     for name, unresolved in module.unresolved.items():
-        if problem.filename == module.path and problem.message == (
+        if problem.filename == module.source.filename and problem.message == (
                 f"name {name!r} is not defined"):
             message, hint = unresolved_message(name, unresolved)
             return dataclasses.replace(problem, message=message, hint=hint)
@@ -268,9 +303,9 @@ def _write(module, built, out, argv) -> bool:
     command = "symdiff " + " ".join(shlex.quote(a) for a in argv)
     try:
         text = export_module(module, [(b.name, b.source, b.ir) for b in built], command)
-        Path(out).write_text(text)
+        Path(out).write_text(text, encoding="utf-8")  # as Python reads source files
     except SymdiffError as e:
-        print(e.format(""), file=sys.stderr)
+        _report(e, module.path)
         return False
     except OSError as e:
         print(f"{out}: error: cannot write: {e.strerror or e}", file=sys.stderr)
@@ -289,7 +324,9 @@ def _check(module, built, shapes) -> bool:
     if not built:
         return True
     name = f"__symdiff_check_{next(_checked_modules)}__"
-    spec = importlib.util.spec_from_file_location(name, module.path)
+    # Whatever FILE's suffix (a script such as ./train has none), as Python source.
+    loader = importlib.machinery.SourceFileLoader(name, module.path)
+    spec = importlib.util.spec_from_file_location(name, module.path, loader=loader)
     live = importlib.util.module_from_spec(spec)
     sys.modules[name] = live  # some code (dataclasses) looks its module up while it runs
     try:
@@ -312,6 +349,8 @@ def _check(module, built, shapes) -> bool:
             continue
         names = _live_names(b.ir, module, Namespace(fn.__globals__))
         compiled, _ = compile_source(b.source, "grad_" + b.name, names, b.ir.np_alias)
+        # The defaults Python gave fn at its def, not their expressions' values now.
+        compiled.__defaults__, compiled.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
         gradient = compiled if b.as_tuple else _one_to_tuple(compiled)
         result = check_gradient(fn, gradient, b.ir.wrt, shapes)
         print(result.summary())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 import numbers
+import sys
 import sysconfig
 import types
 from dataclasses import dataclass, field
@@ -198,6 +199,8 @@ class Expressions:
                 if obj is MISSING:
                     self.fail(node, f"{ast.unparse(node)} does not exist",
                               "check the spelling")
+                if isinstance(base.value, types.ModuleType) and not _library(base.value):
+                    return self._module_attribute(obj, node, base.value)
                 return self._global(obj, copy.copy(node))
         if node.attr in rules.NO_GRADIENT_ATTRIBUTES:
             return self._constant(node)
@@ -206,6 +209,18 @@ class Expressions:
                                   receiver=node.value)
         self.fail(node, f"attribute .{node.attr} is not supported",
                   ".T .shape .ndim .size, and the methods in " + COVERAGE)
+
+    def _module_attribute(self, obj, node, module) -> Val:
+        """cfg.SCALE, cfg.act of the user's own module: read when the gradient runs."""
+        dotted = ast.unparse(node)
+        if callable(obj) and not isinstance(obj, type):
+            # cfg.act = np.tanh: if cfg.act is rebound, build again.
+            self.guards[(id(module), node.attr)] = (vars(module), node.attr, obj)
+        elif isinstance(obj, (numbers.Real, np.ndarray)) and not isinstance(obj, bool) \
+                and obj is not np.pi and obj is not np.e:
+            # Its name in the derivatives too, so a rebound value is used there as well.
+            return Val(symbol(dotted), copy.copy(node), value=obj)
+        return self._global(obj, copy.copy(node))
 
     def _binop(self, node) -> Val:
         if isinstance(node.op, ast.MatMult):
@@ -466,6 +481,13 @@ class Expressions:
 OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
         ast.MatMult: "@", ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<",
         ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
+
+
+def _library(module) -> bool:
+    """A module of NumPy, SciPy, the standard library... (not rebound at run time)."""
+    name = getattr(module, "__name__", "")
+    return name.split(".")[0] in _LIBRARIES or name in sys.stdlib_module_names or \
+        (getattr(module, "__file__", None) or "").startswith(_INSTALLED)
 
 
 _LIBRARIES = ("symdiff", "numpy", "scipy", "sympy", "jax", "torch", "autograd")

@@ -10,6 +10,7 @@ operations or control flow is "shown as a program" instead.
 from __future__ import annotations
 
 import ast
+import copy
 import math
 from dataclasses import dataclass
 
@@ -91,7 +92,8 @@ class Formula:
         previous = pretty_use_unicode(unicode)
         try:
             for label, expr in rows:
-                form = prettyForm(*prettyForm(label).right(printer._print(_display(expr))))
+                form = prettyForm(*prettyForm(label).right(printer._print(
+                    _display(expr, self.params))))
                 blocks.append("\n".join(line.rstrip() for line in form.render(
                     wrap_line=False).splitlines()))
         finally:
@@ -112,10 +114,10 @@ class Formula:
             return f"% {self.name}: {self.note()}"
         f = _latex_name(self.name)
         args = ", ".join(sp.latex(symbol(p)) for p in self.params)
-        lines = [f"{f}({args}) = {sp.latex(_display(self.value))}"]
+        lines = [f"{f}({args}) = {sp.latex(_display(self.value, self.params))}"]
         for p, e in self.partials:
             lines.append(rf"\frac{{\partial {f}}}{{\partial {sp.latex(symbol(p))}}} = "
-                         + sp.latex(_display(e)))
+                         + sp.latex(_display(e, self.params)))
         return "\n".join(lines)
 
     def note(self) -> str:
@@ -205,9 +207,43 @@ def _to_sympy(code, env, namespace):
     try:
         return _convert(code, env, namespace)
     except _NotElementwise:
-        text = ast.unparse(code)
-        simple = all(part.isidentifier() for part in text.split("."))
+        text = ast.unparse(_Substituted(env).visit(copy.deepcopy(code)))
+        simple = isinstance(code, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
         return Opaque(text if simple else f"({text})")
+
+
+class _Substituted(ast.NodeTransformer):
+    """Code with each name that has a formula (a value computed before: ``x_1``, an
+    internal name) written as that formula, so that it reads in the parameters only."""
+
+    # Where a formula needs no parentheses: it is a whole operand of these.
+    _LOOSE = (ast.Compare, ast.BoolOp, ast.Call, ast.keyword, ast.Tuple, ast.List,
+              ast.IfExp)
+
+    def __init__(self, env):
+        self.env = env
+        self.parents = [None]
+
+    def visit(self, node):
+        if isinstance(node, ast.Name):
+            return self.name(node)
+        self.parents.append(node)
+        try:
+            return super().visit(node)
+        finally:
+            self.parents.pop()
+
+    def name(self, node):
+        value = self.env.get(symbol(node.id))
+        if value is None:
+            return node
+        text = sp.sstr(_display(_exact(value)))
+        parent = self.parents[-1]
+        if not (value.is_Atom or isinstance(value, sp.Function) or isinstance(
+                parent, self._LOOSE) or isinstance(parent, ast.Subscript) and (
+                node is not parent.value)):
+            text = f"({text})"
+        return ast.copy_location(ast.Name(text, node.ctx), node)
 
 
 class _NotElementwise(Exception):
@@ -268,7 +304,11 @@ _SHOWN_AS = (
     (rules.LogOrZero, sp.log),
     (rules.Maximum, sp.Max),
     (rules.Minimum, sp.Min),
+    (rules.FMax, sp.Max),  # as np.maximum, but a NaN operand is ignored
+    (rules.FMin, sp.Min),
     (rules.Step, lambda a: sp.Heaviside(a, sp.S.Half)),
+    (rules.NanStep, lambda a, b: sp.Heaviside(a - b, sp.S.Half)),
+    (rules.Sigmoid, lambda a: 1 / (1 + sp.exp(-a))),
     (rules.Hypot, lambda a, b: sp.sqrt(a**2 + b**2)),
     (rules.LogAddExp, lambda a, b: sp.log(sp.exp(a) + sp.exp(b))),
     (rules.LogAddExp2, lambda a, b: sp.log(2**a + 2**b) / sp.log(2)),
@@ -282,9 +322,19 @@ _SHOWN_AS = (
 )
 
 
-def _display(expr):
+def _display(expr, params=()):
+    """``expr`` as it is shown: the table's functions as the mathematical functions they
+    are (any not in ``_SHOWN_AS`` by its lower-case name, never a class name of symdiff's),
+    and, where a parameter is named pi or e, the constants as NumPy writes them (np.pi,
+    np.e, exp(x)), so that they are not read as the parameter."""
     for cls, shown in _SHOWN_AS:
         expr = expr.replace(cls, shown)
+    expr = expr.replace(lambda e: isinstance(e, rules._NumpyFunction),
+                        lambda e: sp.Function(type(e).__name__.lower())(*e.args))
+    if "pi" in params:
+        expr = expr.xreplace({sp.pi: Opaque("np.pi")})
+    if "e" in params:
+        expr = expr.xreplace({sp.E: Opaque("np.e")}).replace(sp.exp, sp.Function("exp"))
     return expr
 
 

@@ -5,18 +5,30 @@ importing the modules named (numpy, math, ...), never the file itself; module-le
 constants are evaluated from their syntax (literals, arithmetic, and NumPy constructors of
 literals); every ``def`` becomes a ``parse.FunctionSource``. A name that cannot be resolved
 this way is recorded with the reason, so a function that reads it gets a located error.
+
+What Python would do that this reading does not follow makes a name unresolved rather than
+wrong: a name changed in place at module level (``W[0] = 5.0``, ``W += 1`` on an array,
+``L.append(...)``), and every name that shares its data; a decorated ``def`` (the decorator
+could change what it computes) and an ``async def``, which are skipped as functions to
+differentiate. ``if __name__ == "__main__":`` blocks do not run on import and are not read;
+in ``try: import a / except ImportError: import b`` the handler is read when an import of the
+``try`` block fails. Parameter defaults are evaluated where the ``def`` is, as Python does:
+where a name a default reads is set again later, ``Module.defaults`` keeps the value the
+``def`` saw.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import io
 import math
 import os
 import sys
 import tokenize
+import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,14 +39,43 @@ from .parse import MISSING, FunctionSource, Namespace, Source
 # A constant larger than this (elements of an array, digits of an integer) is not built.
 _MAX_SIZE = 10**7
 
+_HINT = ("numbers, literals, arithmetic on them, and NumPy constructors of literals "
+         "(np.array([...]), np.zeros((3, 4))); or use grad() in Python")
+
 
 @dataclass(frozen=True)
 class Unresolved:
-    """A module-level name whose value is only known by running the file: where, and why."""
+    """A module-level name whose value is only known by running the file: where, and why.
+
+    ``message`` and ``hint``, when set, are what is said where the name is read (instead of
+    "set at module level by code symdiff does not run").
+    """
 
     line: int
     col: int
     reason: str
+    message: str = ""
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A top-level ``def`` that is not differentiated (async, decorated), and why."""
+
+    node: ast.AST
+    reason: str
+
+
+@dataclass(frozen=True)
+class DefTime:
+    """A parameter default as Python evaluated it when its ``def`` ran, kept where that
+    differs from what its expression gives at the end of the file (a name it reads is set
+    again later). ``reason`` says why the value is not known (then ``value`` is None)."""
+
+    node: ast.expr  # the default's expression
+    value: object
+    line: int  # of the def
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,7 +85,10 @@ class Module:
     ``path`` is as given, ``source.filename`` the absolute path (as in co_filename);
     ``functions`` are its top-level ``def``s in file order; ``namespace`` resolves the
     names they read; ``imports`` holds, per imported name, the statement that binds it
-    (for exporting); ``unresolved`` the names that could not be resolved.
+    (for exporting); ``unresolved`` the names that could not be resolved; ``skipped`` the
+    top-level defs that are not differentiated (async, decorated); ``defaults``, per
+    function, the defaults whose value at the ``def`` is not what their expression gives at
+    the end of the file; ``bindings`` the statement that last bound each name.
     """
 
     path: str
@@ -53,10 +97,14 @@ class Module:
     namespace: Namespace
     imports: Mapping[str, str]
     unresolved: Mapping[str, Unresolved]
+    skipped: Mapping[str, Skipped] = field(default_factory=dict)
+    defaults: Mapping[str, Mapping[str, DefTime]] = field(default_factory=dict)
+    bindings: Mapping[str, ast.AST] = field(default_factory=dict)
 
 
 def read_module(path: str) -> Module:
-    """Read the file at ``path`` without running it; raise SymdiffError if it does not parse.
+    """Read the file at ``path`` without running it; raise SymdiffError if it does not parse
+    (or is not text in its encoding).
 
     >>> import tempfile, os
     >>> with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
@@ -66,8 +114,9 @@ def read_module(path: str) -> Module:
     (['f'], 2.0, True)
     >>> os.remove(f.name)
     """
-    with tokenize.open(path) as fp:  # honours a coding cookie, as linecache does
-        lines = fp.readlines()
+    with open(path, "rb") as fp:
+        data = fp.read()
+    lines = _decode(os.path.abspath(path), data)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"  # as linecache does: the lines must match a live function's
     # Named by its absolute path, as a function imported from it is (co_filename): the
@@ -84,11 +133,45 @@ def read_module(path: str) -> Module:
         for stmt in tree.body:
             reader.statement(stmt)
     return Module(path, source, reader.functions, reader.namespace, reader.imports,
-                  reader.unresolved)
+                  reader.unresolved, reader.skipped, reader.stale_defaults(),
+                  reader.bindings)
+
+
+def _decode(filename: str, data: bytes) -> list[str]:
+    """The lines of a source file as ``tokenize.open`` (and so linecache) reads them: in the
+    encoding its coding cookie or BOM declares, else UTF-8. A file that is not text in that
+    encoding is a located error (not a traceback)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as e:  # a bad coding cookie, or no cookie and bytes that are not UTF-8
+        if "invalid or missing encoding declaration" not in str(e):
+            head = data.splitlines()[:2]
+            line = next((k + 1 for k, text in enumerate(head) if b"coding" in text), 1)
+            text = head[line - 1].decode("utf-8", "replace").lstrip("\ufeff") if head else ""
+            raise SymdiffError(problems=(Problem(filename, line, 1, str(e.msg), text),)) \
+                from None
+        encoding = "utf-8"
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as e:
+        start = data.rfind(b"\n", 0, e.start) + 1
+        end = data.find(b"\n", e.start)
+        text = data[start:len(data) if end < 0 else end].decode(encoding, errors="replace")
+        col = len(data[start:e.start].decode(encoding, errors="replace")) + 1
+        problem = Problem(filename, data.count(b"\n", 0, e.start) + 1, col,
+                          f"the file is not valid {encoding}: byte 0x{data[e.start]:02x} "
+                          "cannot be decoded", text.rstrip("\r"),
+                          "save it as UTF-8, or declare its encoding on its first line "
+                          "(# -*- coding: latin-1 -*-)")
+        raise SymdiffError(problems=(problem,)) from None
+    with io.TextIOWrapper(io.BytesIO(data), encoding, line_buffering=True) as text:
+        return text.readlines()
 
 
 def unresolved_problems(fs: FunctionSource, module: Module) -> list[Problem]:
-    """A located problem where ``fs`` reads (in its body or defaults) an unresolved name.
+    """A located problem where ``fs`` reads (in its body or defaults) an unresolved name,
+    and where it (or a function of the file it calls) calls a function of the file leaving
+    a parameter to a default whose value at the ``def`` is not what symdiff would read.
 
     >>> import tempfile, os
     >>> with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
@@ -98,28 +181,116 @@ def unresolved_problems(fs: FunctionSource, module: Module) -> list[Problem]:
     [12]
     >>> os.remove(f.name)
     """
-    local = {a.arg for a in ast.walk(fs.node.args) if isinstance(a, ast.arg)}
-    for node in ast.walk(fs.node):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            local.add(node.id)
-    a = fs.node.args
-    read = [*a.defaults, *[d for d in a.kw_defaults if d is not None], *fs.node.body]
+    reads, calls = _module_reads(fs.node)
     problems = []
-    for tree in read:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and node.id not in local and (
-                    node.id in module.unresolved):
-                message, hint = unresolved_message(node.id, module.unresolved[node.id])
-                problems.append(module.source.problem(node, message, hint))
+    for node in reads:
+        if node.id in module.unresolved:
+            message, hint = unresolved_message(node.id, module.unresolved[node.id])
+            problems.append(module.source.problem(node, message, hint))
+    # Calls of the file's functions, transitively: a default they leave out must be the
+    # value Python evaluated at the def, which symdiff (reading the expression) cannot give.
+    seen, todo = {fs.name}, list(calls)
+    while todo:
+        call = todo.pop(0)
+        callee = module.namespace.lookup(call.func.id)
+        if not isinstance(callee, FunctionSource) or callee.source is not module.source:
+            continue
+        problems += _stale_default_problems(call, callee, module)
+        if callee.name not in seen:
+            seen.add(callee.name)
+            todo += _module_reads(callee.node)[1]
+    return problems
+
+
+def _stale_default_problems(call, callee, module) -> list[Problem]:
+    stale = module.defaults.get(callee.name, {})
+    if not stale or any(isinstance(a, ast.Starred) for a in call.args) or any(
+            k.arg is None for k in call.keywords):
+        return []
+    a = callee.node.args
+    positional = [p.arg for p in (*a.posonlyargs, *a.args)]
+    given = set(positional[:len(call.args)]) | {k.arg for k in call.keywords}
+    problems = []
+    for p, d in stale.items():
+        if p in given:
+            continue
+        what = d.reason or (f"was {_short(d.value)} when {callee.name} was defined (line "
+                            f"{d.line}), and a name it reads is set again later")
+        problems.append(module.source.problem(
+            call, f"this call of {callee.name} leaves {p} to its default "
+            f"{ast.unparse(d.node)}, which {what}: symdiff would read its value at the end "
+            "of the file, not the one Python gives it",
+            f"pass {p} explicitly, or do not set {ast.unparse(d.node)} again after the def"))
     return problems
 
 
 def unresolved_message(name: str, u: Unresolved) -> tuple[str, str]:
     """What to say where an unresolved name is read: the message and the hint."""
+    if u.message:
+        return u.message, u.hint or _HINT
     return (f"{name!r} is set at module level (line {u.line}) by code symdiff does not run "
-            f"when it reads a file: {u.reason}",
-            "numbers, literals, arithmetic on them, and NumPy constructors of literals "
-            "(np.array([...]), np.zeros((3, 4))); or use grad() in Python")
+            f"when it reads a file: {u.reason}", u.hint or _HINT)
+
+
+def _module_reads(fn) -> tuple[list[ast.Name], list[ast.Call]]:
+    """The names a function reads from the module (in its body and defaults, not those
+    its own or a nested function's parameters and locals shadow), and its calls of them."""
+    reads, calls = [], []
+    a = fn.args
+    for d in [*a.defaults, *(d for d in a.kw_defaults if d is not None)]:
+        _reads_in(d, frozenset(), reads, calls)  # evaluated in the module's scope
+    _reads_in_function(fn, frozenset(), reads, calls)
+    return reads, calls
+
+
+def _reads_in_function(fn, outer, reads, calls):
+    local = outer | _scope_locals(fn)
+    for node in ([fn.body] if isinstance(fn, ast.Lambda) else fn.body):
+        _reads_in(node, local, reads, calls)
+
+
+def _reads_in(node, local, reads, calls):
+    if isinstance(node, ast.Name):
+        if isinstance(node.ctx, ast.Load) and node.id not in local:
+            reads.append(node)
+        return
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = node.args
+        for d in [*getattr(node, "decorator_list", []), *a.defaults,
+                  *(d for d in a.kw_defaults if d is not None)]:
+            _reads_in(d, local, reads, calls)
+        _reads_in_function(node, local, reads, calls)
+        return
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
+            node.func.id not in local):
+        calls.append(node)
+    for child in ast.iter_child_nodes(node):
+        _reads_in(child, local, reads, calls)
+
+
+def _scope_locals(fn) -> frozenset[str]:
+    """The names local to a function: its parameters, and what its body binds (not the
+    bodies of functions and classes in it), less what it declares global or nonlocal."""
+    a = fn.args
+    names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+             if p is not None}
+    free = set()
+    todo = [fn.body] if isinstance(fn, ast.Lambda) else list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        elif isinstance(node, ast.Lambda):
+            continue
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {n.asname or n.name.partition(".")[0] for n in node.names}
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            free |= set(node.names)
+        todo.extend(ast.iter_child_nodes(node))
+    return frozenset(names - free)
 
 
 class script_path:
@@ -150,27 +321,49 @@ class _Reader:
         self.functions: dict[str, FunctionSource] = {}
         self.imports: dict[str, str] = {}
         self.unresolved: dict[str, Unresolved] = {}
+        self.skipped: dict[str, Skipped] = {}
+        self.bindings: dict[str, ast.AST] = {}
+        # Per function, per parameter: [default's expression, its value at the def, why
+        # that value is not known ("" when it is)].
+        self.deftime: dict[str, dict[str, list]] = {}
+        self.depth = 0  # inside a try block or an `if __name__ ...` block: not top-level defs
+        self.failure: BaseException | None = None  # of the last import that failed
 
     # --- binding names ---
 
-    def bind(self, name, value, import_text=None):
+    def bind(self, name, value, node, import_text=None):
         self.globals[name] = value
-        self.unresolved.pop(name, None)
-        self.functions.pop(name, None)
-        if import_text is None:
-            self.imports.pop(name, None)
-        else:
+        self._forget(name)
+        self.bindings[name] = node
+        if import_text is not None:
             self.imports[name] = import_text
 
-    def unbind(self, name, node, reason):
+    def unbind(self, name, node, reason, message="", hint=""):
         self.globals.pop(name, None)
-        self.functions.pop(name, None)
-        self.imports.pop(name, None)
-        self.unresolved[name] = Unresolved(node.lineno, node.col_offset + 1, reason)
+        self._forget(name)
+        self.unresolved[name] = Unresolved(node.lineno, node.col_offset + 1, reason, message,
+                                           hint)
+
+    def _forget(self, name):
+        for table in (self.unresolved, self.functions, self.imports, self.skipped,
+                      self.bindings, self.deftime):
+            table.pop(name, None)
 
     # --- statements ---
 
     def statement(self, stmt):
+        match stmt:
+            case ast.Try() | ast.TryStar():
+                self.try_block(stmt)
+                return
+            case ast.If(test=test) if _main_guard(test) is not None:
+                # `if __name__ == "__main__":` does not run when the file is imported.
+                self.depth += 1
+                for s in (stmt.orelse if _main_guard(test) else stmt.body):
+                    self.statement(s)
+                self.depth -= 1
+                return
+        changes = self.changes(stmt)  # what it changes in place, seen before it runs
         match stmt:
             case ast.Import():
                 for alias in stmt.names:
@@ -178,10 +371,10 @@ class _Reader:
             case ast.ImportFrom():
                 for alias in stmt.names:
                     self.import_from(alias, stmt)
-            case ast.FunctionDef():
-                fs = FunctionSource(stmt.name, stmt, self.source, self.namespace)
-                self.bind(stmt.name, fs)
-                self.functions[stmt.name] = fs
+            case ast.FunctionDef(decorator_list=[]):
+                self.define(stmt)
+            case ast.FunctionDef() | ast.AsyncFunctionDef():
+                self.refuse(stmt)
             case ast.Assign(targets=[ast.Name(id=name)], value=value):
                 self.assign(name, value, stmt)
             case ast.Assign(targets=[ast.Tuple(elts=targets) | ast.List(elts=targets)],
@@ -195,36 +388,186 @@ class _Reader:
                         self.unbind(t.id, stmt, str(e))
                     return
                 for t, v in zip(targets, evaluated, strict=True):
-                    self.bind(t.id, v)
+                    self.bind(t.id, v, stmt)
             case ast.AnnAssign(target=ast.Name(id=name), value=value) if value is not None:
                 self.assign(name, value, stmt)
             case ast.AugAssign(target=ast.Name(id=name), op=op, value=value):
-                load = ast.copy_location(ast.Name(name, ast.Load()), stmt.target)
-                self.assign(name, ast.copy_location(ast.BinOp(load, op, value), stmt), stmt)
-            case ast.Try() | ast.TryStar():
-                # try: import x / except ImportError: ... -- the common optional import.
-                for s in stmt.body:
-                    self.statement(s)
-                for s in [*stmt.orelse, *stmt.finalbody]:
-                    self.statement(s)
-            case ast.Expr() | ast.Pass() | ast.Assert():
-                pass  # no name is bound (a docstring, a print call)
+                if not _mutable(self.globals.get(name)):  # an array's W += 1: in place
+                    load = ast.copy_location(ast.Name(name, ast.Load()), stmt.target)
+                    self.assign(name, ast.copy_location(ast.BinOp(load, op, value), stmt),
+                                stmt)
+            case ast.Delete(targets=targets):
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        self.globals.pop(t.id, None)
+                        self._forget(t.id)
+            case ast.Expr() | ast.Pass() | ast.Assert() | ast.AnnAssign():
+                pass  # no name is bound (a docstring, a print call, an annotation only)
             case _:
                 kind = _KINDS.get(type(stmt), type(stmt).__name__)
                 for name in _bound_names(stmt):
                     self.unbind(name, stmt, kind)
+        for name, value, node in changes:
+            self.changed(name, value, node)
+
+    def try_block(self, stmt):
+        """``try: import cupy as xp / except ImportError: import numpy as xp``: the body
+        is read up to an import that fails, then the handler that catches its exception."""
+        self.depth += 1
+        failure = pending = None
+        for s in stmt.body:
+            self.failure = None
+            self.statement(s)
+            if self.failure is not None:
+                failure = self.failure
+                break
+        handler = None
+        if failure is not None:
+            handler = next((h for h in stmt.handlers if self.catches(h, failure)), None)
+            pending = failure if handler is None else None
+        for s in (stmt.orelse if failure is None else handler.body if handler else []):
+            self.failure = None
+            self.statement(s)
+            pending = self.failure if pending is None else pending
+        for h in stmt.handlers:
+            if h is handler:
+                continue
+            for s in h.body:  # a name only a handler not read would set is not known
+                for name in _bound_names(s):
+                    if name not in self.globals and name not in self.unresolved:
+                        self.unbind(name, s, f"set in an except block (line {h.lineno}), "
+                                    "which runs only if the try block fails")
+        for s in stmt.finalbody:
+            self.failure = None
+            self.statement(s)
+            pending = self.failure if pending is None else pending
+        self.depth -= 1
+        self.failure = pending
+
+    def catches(self, handler, failure) -> bool:
+        if handler.type is None:
+            return True
+        kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        for kind in kinds:
+            try:
+                cls = self.reference(kind)
+            except _NotConstant:
+                continue
+            if isinstance(cls, type) and isinstance(failure, cls):
+                return True
+        return False
+
+    def define(self, stmt):
+        fs = FunctionSource(stmt.name, stmt, self.source, self.namespace)
+        # Python evaluates the defaults here; the names they read may be set again later.
+        a = stmt.args
+        positional = [*a.posonlyargs, *a.args]
+        pairs = [*zip(positional[len(positional) - len(a.defaults):], a.defaults,
+                      strict=True),
+                 *((p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
+                   if d is not None)]
+        values = {}
+        for p, d in pairs:
+            if not isinstance(d, ast.Constant):
+                try:
+                    values[p.arg] = [d, self.constant(d), ""]
+                except _NotConstant:
+                    pass  # not known here: a located error if it reads an unresolved name
+        self.bind(stmt.name, fs, stmt)
+        if values:
+            self.deftime[stmt.name] = values
+        if self.depth == 0:
+            self.functions[stmt.name] = fs
+
+    def refuse(self, stmt):
+        """An async or decorated def: not read (a decorator could change what it computes)."""
+        if isinstance(stmt, ast.AsyncFunctionDef):
+            reason = "async functions are not supported"
+            message = f"{stmt.name!r} is an async def (line {stmt.lineno}): {reason}"
+            hint = "a plain def"
+        else:
+            decorator = _describe(stmt.decorator_list[0]).strip("'")
+            why = ("decorated functions are not read statically, since the decorator could "
+                   "change what it computes")
+            reason = f"it is decorated (@{decorator}): {why}"
+            message = f"{stmt.name!r} is decorated (@{decorator}, line {stmt.lineno}): {why}"
+            hint = "call an undecorated function; or use grad() in Python"
+        self.unbind(stmt.name, stmt, reason, message, hint)
+        if self.depth == 0:
+            self.skipped[stmt.name] = Skipped(stmt, reason)
+
+    def stale_defaults(self) -> dict[str, dict[str, DefTime]]:
+        """The defaults whose value at their def is not what their expression gives now."""
+        out = {}
+        for name, params in self.deftime.items():
+            fs = self.globals.get(name)
+            if not isinstance(fs, FunctionSource):
+                continue
+            for p, (node, value, reason) in params.items():
+                if not reason:
+                    try:
+                        if _same(self.constant(node), value):
+                            continue
+                    except _NotConstant:
+                        pass
+                out.setdefault(name, {})[p] = DefTime(node, None if reason else value,
+                                                      fs.node.lineno, reason)
+        return out
+
+    def changes(self, stmt) -> list[tuple[str, object, ast.AST]]:
+        """The module-level data ``stmt`` changes in place: (name, value, where)."""
+        out = []
+        for name, node, kind in _changed_in_place(stmt):
+            value = self.globals.get(name, MISSING)
+            if value is MISSING or isinstance(value, (types.ModuleType, FunctionSource)) or (
+                    kind == "augmented" and not _mutable(value)) or (
+                    kind == "method" and _immutable(value)):
+                continue
+            if kind == "argument":  # np.copyto(W, ...): only the functions that write
+                try:
+                    if id(self.reference(node.func)) not in _IN_PLACE_IDS:
+                        continue
+                except _NotConstant:
+                    continue
+            out.append((name, value, node))
+        return out
+
+    def changed(self, name, value, node):
+        """``name`` (bound to ``value`` before ``node`` ran) was changed in place there: it,
+        every name sharing its data, and every default holding it are no longer known."""
+        text = _describe(node).strip("'")
+        where = f"line {node.lineno}: {text}"
+        hint = ("give it its final value where it is defined (or change a copy: "
+                "np.array(...)); or use grad() in Python")
+        affected = [m for m in _members(value) if _mutable(m)]
+        for other, v in list(self.globals.items()):
+            if other != name and not isinstance(v, (types.ModuleType, FunctionSource)) and (
+                    _shares(v, affected)):
+                self.unbind(other, node, f"it shares its data with {name}, changed in place "
+                            f"at {where}", f"{other!r} shares its data with {name!r}, which "
+                            f"is changed in place at module level ({where}); symdiff reads "
+                            "the file without running it and does not follow that", hint)
+        self.unbind(name, node, f"changed in place at {where}",
+                    f"{name!r} is changed in place at module level ({where}); symdiff "
+                    "reads the file without running it and does not follow that", hint)
+        for params in self.deftime.values():
+            for entry in params.values():
+                if not entry[2] and _shares(entry[1], affected):
+                    entry[1], entry[2] = None, f"is changed in place later ({where})"
 
     def import_module(self, alias, stmt):
         name = alias.asname or alias.name.partition(".")[0]
         text = f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
         try:
             module = importlib.import_module(alias.name)
-        except Exception as e:  # noqa: BLE001 - any failure of an import is reported
-            self.unbind(name, stmt, f"import {alias.name} failed: {type(e).__name__}: {e}")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - any failure, sys.exit() too, is reported
+            self.failed(name, stmt, f"import {alias.name} failed", e)
             return
         if not alias.asname:
             module = sys.modules[alias.name.partition(".")[0]]
-        self.bind(name, module, text)
+        self.bind(name, module, stmt, text)
 
     def import_from(self, alias, stmt):
         name = alias.asname or alias.name
@@ -234,13 +577,16 @@ class _Reader:
         if alias.name == "*":
             try:
                 module = importlib.import_module(stmt.module)
-            except Exception:  # noqa: BLE001 - nothing is known of the names it would bind
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: BLE001 - nothing is known of what it binds
+                self.failure = e
                 return
             public = getattr(module, "__all__", None) or [
                 n for n in vars(module) if not n.startswith("_")]
             for n in public:
                 if hasattr(module, n):
-                    self.bind(n, getattr(module, n), f"from {stmt.module} import {n}")
+                    self.bind(n, getattr(module, n), stmt, f"from {stmt.module} import {n}")
             return
         text = f"from {stmt.module} import {alias.name}" + (
             f" as {alias.asname}" if alias.asname else "")
@@ -250,14 +596,21 @@ class _Reader:
                 value = getattr(module, alias.name)
             except AttributeError:
                 value = importlib.import_module(f"{stmt.module}.{alias.name}")
-        except Exception as e:  # noqa: BLE001 - any failure of an import is reported
-            self.unbind(name, stmt, f"{text} failed: {type(e).__name__}: {e}")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - any failure, sys.exit() too, is reported
+            self.failed(name, stmt, f"{text} failed", e)
             return
-        self.bind(name, value, text)
+        self.bind(name, value, stmt, text)
+
+    def failed(self, name, stmt, what, e):
+        """An import failed: the name is not known, and an except block may catch ``e``."""
+        self.unbind(name, stmt, f"{what}: {type(e).__name__}: {e}")
+        self.failure = e
 
     def assign(self, name, value, stmt):
         try:
-            self.bind(name, self.constant(value))
+            self.bind(name, self.constant(value), stmt)
         except _NotConstant as e:
             self.unbind(name, stmt, str(e))
 
@@ -428,3 +781,142 @@ def _bound_names(stmt) -> list[str]:
 def _describe(node) -> str:
     text = ast.unparse(node)
     return repr(text if len(text) < 40 else text[:37] + "...")
+
+
+# Methods that change their object, wherever they are called (a method called as a statement,
+# its value unused, is taken to change it, whatever its name).
+_MUTATING_METHODS = frozenset({
+    "append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault",
+    "popitem", "sort", "reverse", "add", "discard", "fill", "resize", "put", "itemset",
+    "setflags", "partition", "byteswap", "__setitem__", "__delitem__", "__iadd__"})
+# NumPy functions that write into their first argument.
+_IN_PLACE_IDS = {id(f) for f in (np.copyto, np.put, np.place, np.putmask, np.fill_diagonal,
+                                 np.random.shuffle, np.put_along_axis)}
+
+
+def _changed_in_place(stmt) -> list[tuple[str, ast.AST, str]]:
+    """(root name, where, kind) for each module-level name ``stmt`` may change in place:
+    ``W[0] = v``, ``W.attr = v``, ``del W[0]``, ``W += v``, ``L.append(v)``, ``W.fill(0)``
+    as a statement, ``np.copyto(W, v)`` and ``out=W``. Not in the bodies of functions."""
+    out = []
+    current = [stmt]  # the innermost statement, to show where
+
+    def visit(node, statement=False):
+        if isinstance(node, ast.stmt):
+            current.append(node)
+            try:
+                visit_in(node, statement)
+            finally:
+                current.pop()
+        else:
+            visit_in(node, statement)
+
+    def visit_in(node, statement):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            for d in [*getattr(node, "decorator_list", []), *a.defaults,
+                      *(d for d in a.kw_defaults if d is not None)]:
+                visit(d)
+            return
+        if isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(
+                node.ctx, ast.Load):
+            root = _root(node.value)
+            if root:
+                out.append((root, current[-1], "store"))
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            out.append((node.target.id, node, "augmented"))
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and (
+                    statement or node.func.attr in _MUTATING_METHODS):
+                root = _root(node.func.value)
+                if root:
+                    out.append((root, node, "method"))
+            if node.args and isinstance(node.args[0], ast.Name):
+                out.append((node.args[0].id, node, "argument"))
+            for k in node.keywords:
+                if k.arg == "out":
+                    for target in (k.value.elts if isinstance(k.value, ast.Tuple)
+                                   else [k.value]):
+                        root = _root(target)
+                        if root:
+                            out.append((root, node, "out"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, isinstance(node, ast.Expr))
+
+    visit(stmt)
+    return out
+
+
+def _root(node) -> str | None:
+    """``W`` for ``W``, ``W[0]``, ``W.T[1:]``; None for what no name holds (``f()[0]``)."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _main_guard(test) -> bool | None:
+    """True for ``__name__ == "__main__"``, False for ``!=``, None for any other test."""
+    match test:
+        case ast.Compare(left=left, ops=[ast.Eq() | ast.NotEq() as op], comparators=[right]):
+            sides = {ast.dump(left), ast.dump(right)}
+            if sides == {ast.dump(ast.Name("__name__", ast.Load())),
+                         ast.dump(ast.Constant("__main__"))}:
+                return isinstance(op, ast.Eq)
+    return None
+
+
+def _mutable(value) -> bool:
+    return isinstance(value, (np.ndarray, list, dict, set, bytearray))
+
+
+def _immutable(value) -> bool:
+    return value is None or isinstance(value, (*_DATA, str, bytes, tuple, frozenset, type)) \
+        and not isinstance(value, np.ndarray)
+
+
+def _members(value, depth=0):
+    """``value`` and what it holds (the items of tuples, lists, dicts), recursively."""
+    yield value
+    if depth < 20 and isinstance(value, (tuple, list, set, frozenset)):
+        for v in value:
+            yield from _members(v, depth + 1)
+    elif depth < 20 and isinstance(value, dict):
+        for v in (*value.keys(), *value.values()):
+            yield from _members(v, depth + 1)
+
+
+def _shares(value, affected) -> bool:
+    """Whether ``value`` holds one of the ``affected`` objects, or an array sharing memory
+    with one of them."""
+    if not affected:
+        return False
+    for m in _members(value):
+        for a in affected:
+            if m is a or isinstance(m, np.ndarray) and isinstance(a, np.ndarray) and (
+                    np.may_share_memory(m, a)):
+                return True
+    return False
+
+
+def _same(a, b) -> bool:
+    """Whether two constants are the same value (of the same type)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.all(
+            (a == b) | (a != a) & (b != b)))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b) or (a != a and b != b)
+    except Exception:  # noqa: BLE001 - values that do not compare are not the same
+        return False
+
+
+def _short(value) -> str:
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "an int"
+    return text if len(text) < 40 else type(value).__name__

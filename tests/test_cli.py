@@ -544,3 +544,87 @@ def test_cache_info_and_clear(capsys, monkeypatch, tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["cache", "nonsense"])
     assert e.value.code == 2
+
+
+# --- reading FILE: defaults at the def, try/except imports, __main__ blocks, encodings ---
+
+
+def test_a_default_is_the_value_at_its_def_in_export_and_in_helper_calls(tmp_path, capsys):
+    path = write(tmp_path, """\
+        K = 1.0
+
+        def c(u, k=K):
+            return u * k
+
+        def f(x):
+            return c(x)
+
+        def g(x):
+            return c(x, 3.0) + c(x, k=2.0)
+
+        K = 5.0
+        """)
+    status, out, err = run(capsys, path, "-f", "f")
+    # symdiff would read K's last value where Python gives c's default its value at the def.
+    assert (status, out) == (1, "")
+    assert err.startswith(f"{path}:7:12: error: this call of c leaves k to its default K, "
+                          "which was 1.0 when c was defined (line 3)"), err
+    out_path = tmp_path / "out.py"
+    status, _, err = run(capsys, path, "-f", "c", "-f", "g", "-o", str(out_path))
+    assert (status, err) == (0, ""), err
+    namespace = {}
+    exec(compile(out_path.read_text(), str(out_path), "exec"), namespace)
+    assert namespace["grad_c"](2.0) == (1.0, 2.0)  # k=1.0, as c.__defaults__
+    assert namespace["grad_g"](2.0) == (5.0,)
+
+
+def test_try_except_import_fallbacks_and_main_blocks(tmp_path, capsys):
+    path = write(tmp_path, """\
+        try:
+            import numpy as xp
+        except ImportError:
+            import not_a_module_anywhere as xp
+        else:
+            A = 2.0
+
+        try:
+            import not_a_module_anywhere
+        except ValueError:
+            B = 1.0
+
+        if __name__ != "__main__":
+            C = 3.0
+        else:
+            C = 4.0
+
+        if __name__ == "__main__":
+            def f(x):
+                return x
+
+        def f(x):
+            return xp.sin(x) * A * C
+
+        def g(x):
+            return x * B
+        """)
+    status, out, err = run(capsys, path)
+    assert status == 1 and out.startswith("def grad_f(x):") and "grad_g" not in out
+    # ValueError does not catch the failed import: B is only set if the try block fails.
+    assert err.startswith(f"{path}:26:16: error: 'B' is set at module level (line 11)"), err
+    assert "set in an except block (line 10)" in err
+    from symdiff.static import read_module
+
+    look = read_module(path).namespace.lookup
+    assert (look("xp"), look("A"), look("C")) == (np, 2.0, 3.0)
+
+
+def test_bad_encodings_are_located_errors(tmp_path, capsys):
+    cookie = tmp_path / "cookie.py"
+    cookie.write_bytes(b"# -*- coding: no-such-codec -*-\ndef f(x):\n    return x\n")
+    status, out, err = run(capsys, str(cookie))
+    assert (status, out) == (1, "") and err.startswith(f"{cookie}:1:1: error: unknown encoding")
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(b"def f(x):\n    s = 'caf\xe9'\n    return x\n")
+    status, out, err = run(capsys, str(latin))
+    assert (status, out) == (1, "")
+    assert err.startswith(f"{latin}:2:13: error: the file is not valid utf-8: byte 0xe9"), err
