@@ -63,6 +63,7 @@ class Program:
     as_tuple: bool
     check: bool = True  # whether the call must check that the value is a scalar
     value: str = ""  # with_value: the name that keeps the value for the return
+    shared: tuple[bool, ...] = ()  # per gradient: it may be someone else's array: copy it
 
 
 def differentiate(ir: IR, with_value: bool = False, as_tuple: bool = False) -> Program:
@@ -95,10 +96,16 @@ class _Differentiator:
         seed = self._adjoint(self.ir.result)
         top.defined.add(self.ir.result)
         self.unit = {self.ir.result}
+        self.fresh: dict[str, bool] = {}
         self.ones: set[str] = set()  # names whose adjoint is all ones, of their shape
         backward = self._backward(self.ir.eqns, top)
         forward = self._forward(self.ir.eqns)
         grads = tuple((p, self.adj[p] if p in top.defined else None) for p in self.ir.wrt)
+        # Copy a gradient that may be someone else's array, or one already returned (wrt
+        # naming a parameter twice).
+        shared = tuple(bool(adj) and (not self.fresh.get(p, False) or
+                                      adj in [a for _, a in grads[:i]])
+                       for i, (p, adj) in enumerate(grads))
         # A value that is certainly a scalar (a full reduction, say) needs no check; then,
         # if the value is not returned either, what only computes it need not run.
         check = self.ir.result not in _certainly_scalar(self.ir.eqns)
@@ -108,7 +115,7 @@ class _Differentiator:
         # The backward sweep may rebind the value's name (a loop's tape restores it).
         value = self.names.fresh("_value") if with_value and self.tapes else ""
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
-                       as_tuple, check, value)
+                       as_tuple, check, value, shared)
 
     def _adjoint(self, name) -> str:
         if name not in self.adj:
@@ -116,6 +123,11 @@ class _Differentiator:
         return self.adj[name]
 
     def _accumulate(self, target, contribution, scope: _Scope, lines, where, like=""):
+        # Whether the adjoint is now an array made here alone (so it can be handed out
+        # without a copy): a sum is; a bare name (x, a CSE temporary, x itself through
+        # _unbroadcast) may be the caller's array or another adjoint; in a block, unknown.
+        self.fresh[target] = scope.parent is None and (
+            target in scope.defined or not _bare(contribution))
         self.unit.discard(target)
         if target in scope.defined:
             self.ones.discard(target)
@@ -440,6 +452,15 @@ def _pack(names) -> str:
 
 def _unpack(names) -> str:
     return _pack(names) if names else "_"
+
+
+def _bare(contribution) -> bool:
+    """A contribution that is just a name (or _unbroadcast of one): maybe not a new array."""
+    if isinstance(contribution, sp.Symbol):
+        return True
+    if isinstance(contribution, str):
+        return bool(re.fullmatch(r"_unbroadcast\(\w+, [\w, ()]+\)|\w+", contribution))
+    return isinstance(contribution, ast.Name)
 
 
 def _whole_floats(expr):

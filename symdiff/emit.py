@@ -82,15 +82,10 @@ def emit(program: Program) -> str:
         out.append(f"    {program.value} = {ir.result}")
     out.append(f"    {program.seed} = 1.0")
     out += _lines(program.backward, printer, 1, forward=False)
-    # _fit returns a gradient without copying it only if it is none of the arrays the
-    # caller can see: the arguments, module data, and the gradients returned before it.
-    visible = [*ir.params, *(n for n, _ in ir.data_globals)]
-    grads, earlier = [], []
-    for p, adj in program.grads:
-        others = [n for n in dict.fromkeys([*visible, *earlier]) if n != p] if adj else []
-        grads.append(f"_fit({', '.join([adj or '0.0', p, *others])})")
-        if adj:
-            earlier.append(adj)
+    # A gradient that may be an array the caller can see (an argument, module data, another
+    # gradient) is copied; one made here for itself alone is handed out as it is.
+    grads = [f"_fit({adj or '0.0'}, {p}{', copy=True' if shared else ''})"
+             for (p, adj), shared in zip(program.grads, program.shared, strict=True)]
     result = grads[0] if len(grads) == 1 and not program.as_tuple else (
         "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")")
     if program.with_value:

@@ -71,20 +71,19 @@ def _zip_len(*arrays, strict=False):
     return min(lengths)
 
 
-def _fit(g, x, *others):
+def _fit(g, x, copy=False):
     """The gradient ``g`` as the caller expects it: x's shape, float64, an array of its own.
 
-    ``others`` are the arrays the caller can see (its arguments, module data, gradients
-    returned before this one): one of those is copied rather than handed out again.
+    ``copy``: ``g`` may be an array the caller can see (an argument, module data, another
+    gradient), so it is copied even where its shape and type already fit.
     """
     if type(x) is float:  # the common scalar case, without NumPy's shape machinery
         if type(g) in _SCALARS:
             return float(g)
     if np.ndim(x) == 0 and not isinstance(x, np.ndarray):
         return float(np.asarray(g, dtype=np.float64).reshape(()))
-    if (type(g) is np.ndarray and g.dtype == np.float64 and g.shape == np.shape(x)
-            and g.flags.owndata and g.flags.writeable and g is not x
-            and not any(g is o for o in others)):
+    if (not copy and type(g) is np.ndarray and g.dtype == np.float64
+            and g.shape == np.shape(x) and g.flags.owndata and g.flags.writeable):
         return g  # computed here, for this gradient alone: no copy needed
     return np.array(np.broadcast_to(g, np.shape(x)), dtype=np.float64)
 

@@ -1509,13 +1509,6 @@ def test_unused_statement_that_raises(name, args, error):
 
 # --- bugs: a gradient that is another module's array ---------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "grad of np.sum(stop_gradient(v) * x) is v itself (the folded sum's adjoint of x is "
-    "_unbroadcast(_sg0, x, ...) = _sg0), and runtime._fit hands it out uncopied unless it "
-    "is a parameter or module data the function reads by name; when v is an array of "
-    "another module (stop_gradient(cfg.W)) or one a helper returns (stop_gradient("
-    "weights())), the caller gets that very array, and updating the gradient in place "
-    "(g *= lr) changes the module's data"))
 @pytest.mark.parametrize("name", ["through_attribute", "through_helper"])
 def test_gradient_is_never_a_module_array(name):
     cfg = fresh_module("import numpy as np\nW = np.array([1.0, 2.0, 3.0])\n",

@@ -291,7 +291,7 @@ def test_the_source_of_a_branch_reads_as_the_users():
             dy_2 = dy_3
             # grad of line 32: y = np.sin(x) + 2
             dx = dx + dy_2*np.cos(x)
-    return _fit(dx, x)
+    return _fit(dx, x, copy=True)
 '''
 
 

@@ -49,7 +49,7 @@ def grad_poly(x, y):
     # grad of line 8: a = x * y + 3.0
     dx = dx + _unbroadcast(da*y, x)
     dy = _unbroadcast(da*x, y)
-    return (_fit(dx, x, y), _fit(dy, y, x, dx))
+    return (_fit(dx, x), _fit(dy, y))
 '''
 
 
