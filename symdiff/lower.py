@@ -56,6 +56,7 @@ class _Lowering(Expressions):
         self.parsed_callees: dict = {}
         self.globals_where: dict = {}  # name -> the dict or cell it was found in
         self.first_user: dict[str, str] = {}  # name -> the function that first read it
+        self.def_defaults: dict[int, dict] = {}  # id(nested def) -> its defaults' values
         self.guards: dict = {}  # (id(container), name) -> (container, name, function)
         self.counter = 0
         self.label = ""
@@ -202,6 +203,13 @@ class _Lowering(Expressions):
                               "module level)")
                 self.local_functions[stmt.name] = FunctionSource(
                     stmt.name, stmt, self.src, self.parsed.namespace)
+                # Defaults are evaluated where the def runs, as Python does.
+                a = stmt.args
+                params = [p.arg for p in (*a.posonlyargs, *a.args)]
+                pairs = [*zip(params[len(params) - len(a.defaults):], a.defaults, strict=True),
+                         *((p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults,
+                                                       strict=True) if d is not None)]
+                self.def_defaults[id(stmt)] = {p: self._expr(d) for p, d in pairs}
             case _:
                 self._unsupported_statement(stmt)
 
@@ -539,6 +547,20 @@ class _Lowering(Expressions):
             if isinstance(base, types.ModuleType):
                 self.guards[(id(base), func.attr)] = (vars(base), func.attr, obj)
 
+    def _def_time_defaults(self, fn, positional) -> dict:
+        """A helper's defaults as the def evaluated them (not as its names are now)."""
+        if isinstance(fn, FunctionSource):
+            return self.def_defaults.get(id(fn.node), {})
+        values = dict(zip(positional[len(positional) - len(fn.__defaults__ or ()):],
+                          fn.__defaults__ or (), strict=True))
+        values.update(fn.__kwdefaults__ or {})
+        out = {}
+        for p, v in values.items():
+            if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+                v = float(v) if isinstance(v, np.floating) else v
+                out[p] = self._expr(ast.Constant(int(v) if isinstance(v, np.integer) else v))
+        return out  # others (arrays...): read from the def's own expression
+
     def _inline(self, node, fn) -> Val:
         """A call of a user function: its body lowered in place, names kept apart."""
         from .parse import parse
@@ -577,6 +599,7 @@ class _Lowering(Expressions):
                           f"{callee.name}({', '.join(positional + keyword_only)})")
         nested = isinstance(fn, FunctionSource) and fn.name in self.local_functions and \
             self.local_functions[fn.name] is fn
+        def_time = self._def_time_defaults(fn, positional)
         saved = (self.parsed, self.src, self.env, self.locals, self.local_functions,
                  self.enclosing, self.label, self.where, self.line)
         self.stack.append(fn)
@@ -588,7 +611,7 @@ class _Lowering(Expressions):
         self.label = f" of {callee.name}"
         try:
             for p in positional + keyword_only:
-                val = args[p] if p in args else self._expr(defaults[p])
+                val = args[p] if p in args else def_time.get(p) or self._expr(defaults[p])
                 self._bind(p, val, given.get(p, node))
             body = single_exit(_without_docstring(callee.node.body))
             n_problems = len(self.problems)

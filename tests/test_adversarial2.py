@@ -1362,19 +1362,11 @@ def module_default(x):
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a nested helper's default (def h(u, k=a)) is Python's value of a when h is defined, "
-    "but lower._Lowering._inline evaluates the default expression at the call, reading "
-    "the enclosing a as it is then: gradient 6x instead of 4x"))
 def test_nested_helper_default_is_bound_at_definition():
     x = V3
     np.testing.assert_allclose(grad(DEFAULTS.nested_default_reads_enclosing)(x), 4 * x)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a module-level helper's default (def scaled(u, k=K)) is fixed when scaled is "
-    "defined, but _inline lowers the default expression K as a module-level name read at "
-    "call time, so rebinding K changes the gradient and not the function"))
 def test_module_helper_default_is_bound_at_definition():
     g = grad(DEFAULTS.module_default)
     np.testing.assert_allclose(g(V3), 4 * V3)
