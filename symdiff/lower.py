@@ -57,6 +57,7 @@ class _Lowering(Expressions):
         self.globals_where: dict = {}  # name -> the dict or cell it was found in
         self.first_user: dict[str, str] = {}  # name -> the function that first read it
         self.def_defaults: dict[int, dict] = {}  # id(nested def) -> its defaults' values
+        self.caller_envs: list[dict] = []  # the variables of the functions being inlined into
         self.guards: dict = {}  # (id(container), name) -> (container, name, function)
         self.counter = 0
         self.label = ""
@@ -272,8 +273,11 @@ class _Lowering(Expressions):
         if name not in self.env:
             return
         root = self._root(self.env[name])
-        others = sorted(n for n, ssa in self.env.items() if n != name and not n.startswith("<")
-                        and self._root(ssa) == root)
+        # Other names in this function, and in the functions calling this helper.
+        scopes = [(n, ssa) for n, ssa in self.env.items() if n != name] + [
+            (n, ssa) for env in self.caller_envs for n, ssa in env.items()]
+        others = sorted({n for n, ssa in scopes if not n.startswith("<")
+                         and self._root(ssa) == root})
         if not others:
             return
         problem = self.src.problem(
@@ -427,6 +431,8 @@ class _Lowering(Expressions):
                 init = self.env.get(name)
                 phi = self._ssa(name)
                 self.bound.add(phi)
+                if init is not None:  # the same array as before the loop, at first
+                    self.alias[phi] = self._root(init)
                 if init in self.active or name in forced:
                     self.active.add(phi)
                 phis.append((phi, init))
@@ -603,6 +609,7 @@ class _Lowering(Expressions):
         saved = (self.parsed, self.src, self.env, self.locals, self.local_functions,
                  self.enclosing, self.label, self.where, self.line)
         self.stack.append(fn)
+        self.caller_envs.append(self.env)
         self.enclosing = {**self.enclosing, **self.env} if nested else {}
         self.parsed, self.src, self.env = callee, callee.source, {}
         self.locals, self.local_functions = _assigned(callee.node.body), {}
@@ -628,6 +635,7 @@ class _Lowering(Expressions):
             raise self.src.error(e.node, e.message, e.hint) from None
         finally:
             self.stack.pop()
+            self.caller_envs.pop()
             (self.parsed, self.src, self.env, self.locals, self.local_functions,
              self.enclosing, self.label, self.where, self.line) = saved
         return Val(symbol(result), ast.Name(result, ast.Load()))

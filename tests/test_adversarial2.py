@@ -1322,13 +1322,6 @@ def test_augmented_assignment_on_alias_in_branch_is_refused():
         grad(SHARED.alias_updated_in_branch)(V3.copy())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "s += ... on an ndarray another name shares is not refused (nor followed) when it "
-    "happens inside a loop or inside a helper: NumPy changes the shared array in place, "
-    "the generated code computes s = s + ... instead, and the gradient is silently wrong "
-    "(alias_updated_in_for: 6x instead of 18x); lower._Lowering._refuse_shared compares "
-    "alias roots, but a loop's phi name has no alias entry, and a helper's env does not "
-    "contain the caller's names"))
 @pytest.mark.parametrize("name", ["alias_updated_in_for", "alias_updated_in_while",
                                   "parameter_updated_in_loop", "helper_updates_its_argument"])
 def test_augmented_assignment_on_shared_array_in_loop_or_helper(name):
