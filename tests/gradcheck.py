@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
 import numpy as np
+
+from symdiff import grad, value_and_grad
 
 _counter = itertools.count()
 _DIR = Path(tempfile.mkdtemp(prefix="symdiff-tests-"))
@@ -57,8 +60,6 @@ def check_grad(f, args, wrt=(0,), grads=None, rtol=1e-5, atol=1e-6, seed=0):
     autograd's ``check_grads`` does). ``grads`` may be passed in if already computed.
     Returns the gradients.
     """
-    from symdiff import grad
-
     if grads is None:
         grads = grad(f, wrt=tuple(wrt))(*args)
     rng = np.random.default_rng(seed)
@@ -76,3 +77,54 @@ def check_grad(f, args, wrt=(0,), grads=None, rtol=1e-5, atol=1e-6, seed=0):
         np.testing.assert_allclose(np.sum(np.asarray(g) * v), directional, rtol=rtol * 10,
                                    atol=atol * 10, err_msg="random direction")
     return grads
+
+
+def contract_grads(f, args, wrt=(0,)):
+    """The gradients of ``f`` at ``args`` (a tuple), checking the output contract.
+
+    Gradients have their parameter's shape, are float64 (a float for a scalar that is not
+    an ndarray), share no memory with the inputs or with each other, and the inputs are
+    left unchanged; value_and_grad gives the same gradients.
+    """
+    copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
+    grads = grad(f, wrt=tuple(wrt))(*args)
+    for a, c in zip(args, copies, strict=True):
+        if isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, c, err_msg="the gradient changed an input")
+    _, again = value_and_grad(f, wrt=tuple(wrt))(*args)
+    for g, h in zip(grads, again, strict=True):
+        np.testing.assert_array_equal(g, h)
+    for k, (i, g) in enumerate(zip(wrt, grads, strict=True)):
+        assert np.shape(g) == np.shape(args[i])
+        if isinstance(args[i], np.ndarray):
+            assert isinstance(g, np.ndarray) and g.dtype == np.float64
+            assert g.flags.writeable
+            for a in args:
+                assert not (isinstance(a, np.ndarray) and np.shares_memory(g, a))
+            for other in grads[k + 1:]:
+                assert not (isinstance(other, np.ndarray) and np.shares_memory(g, other))
+        else:
+            assert isinstance(g, float)
+    return grads
+
+
+def agrees(f, args, wrt=(0,)):
+    """The gradients of ``f`` check out against central differences (and the contract)."""
+    check_grad(f, args, wrt=wrt, grads=contract_grads(f, args, wrt))
+
+
+def equals(f, args, expected, wrt=(0,)):
+    """The gradients of ``f`` equal ``expected`` (computed by hand)."""
+    for g, e in zip(contract_grads(f, args, wrt), expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12)
+
+
+def fresh_module(source: str, name: str):
+    """Import ``source`` as module ``name`` (registered in sys.modules) from its file."""
+    path = _DIR / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

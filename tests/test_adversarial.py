@@ -13,13 +13,12 @@ marker then.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 
 import numpy as np
 import pytest
-from gradcheck import _DIR, check_grad, load
+from gradcheck import agrees, check_grad, equals, fresh_module, load
+from gradcheck import contract_grads as run
 
 from symdiff import SymdiffError, grad, value_and_grad
 
@@ -36,47 +35,6 @@ X32 = np.arange(6.0).reshape(3, 2) / 5 - 0.3
 W3 = np.array([0.3, 0.2, 0.1])
 
 
-def run(f, args, wrt=(0,)):
-    """The gradients of ``f`` at ``args`` (a tuple), checking the output contract."""
-    copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
-    grads = grad(f, wrt=tuple(wrt))(*args)
-    for a, c in zip(args, copies, strict=True):
-        if isinstance(a, np.ndarray):
-            np.testing.assert_array_equal(a, c, err_msg="the gradient changed an input")
-    for k, (i, g) in enumerate(zip(wrt, grads, strict=True)):
-        assert np.shape(g) == np.shape(args[i])
-        if isinstance(args[i], np.ndarray):
-            assert isinstance(g, np.ndarray) and g.dtype == np.float64
-            assert g.flags.writeable
-            for a in args:
-                assert not (isinstance(a, np.ndarray) and np.shares_memory(g, a))
-            for other in grads[k + 1:]:
-                assert not (isinstance(other, np.ndarray) and np.shares_memory(g, other))
-        else:
-            assert isinstance(g, float)
-    return grads
-
-
-def agrees(f, args, wrt=(0,)):
-    """The gradients of ``f`` check out against central differences (and the contract)."""
-    check_grad(f, args, wrt=wrt, grads=run(f, args, wrt))
-
-
-def equals(f, args, expected, wrt=(0,)):
-    """The gradients of ``f`` equal ``expected`` (computed by hand)."""
-    for g, e in zip(run(f, args, wrt), expected, strict=True):
-        np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12)
-
-
-def fresh_module(source: str, name: str):
-    """Import ``source`` as module ``name`` (registered in sys.modules) from a new file."""
-    path = _DIR / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 # --- aliasing and reassignment ---------------------------------------------------------
