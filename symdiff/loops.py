@@ -1,0 +1,211 @@
+"""Loops -> Loop blocks of the IR: carried variables, an index, and a body lowered once.
+
+The statement half of lowering (``lower._Lowering``) mixes this in. A loop's variables
+that its body assigns are carried: a phi name holds each one at the start of an iteration
+and after the loop; loops over arrays run over an index and read ``row = X[k]``, so the
+gradient flows back into ``X``.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .exits import ExitError, break_flag, single_exit
+from .expressions import describe
+from .ir import Loop
+
+
+class Loops:
+    """for and while loops; relies on ``lower._Lowering`` for everything else."""
+
+    def _loop(self, stmt):
+        self.counter += 1
+        flag = break_flag(str(self.counter)) if _breaks(stmt.body) else None
+        try:
+            body = single_exit(stmt.body, str(self.counter), stmt)
+        except ExitError as e:
+            self.fail(e.node, e.message, e.hint)
+        if flag is not None:
+            body = [ast.copy_location(ast.Assign([ast.Name(flag, ast.Store())],
+                                                 ast.Constant(False)), stmt)] + body
+        where, line = self.where, self.line
+        header, target, prologue = (self._iteration(stmt) if isinstance(stmt, ast.For)
+                                    else (None, None, []))
+        # Every variable the body assigns, and the loop's own targets: after the loop (or
+        # after an iteration) each holds its last value, or its value before the loop.
+        targets = [t for t in _target_names(stmt) if t not in assigned(body)]
+        carried = assigned(body) + sorted(targets)
+        forced: set[str] = set()
+        while True:  # again if a variable turns out active only through the loop body
+            state = (len(self.eqns), set(self.names.taken), set(self.bound), set(self.active),
+                     dict(self.env), len(self.problems), set(self.env_maybe_unbound),
+                     dict(self.data_globals), dict(self.globals_used), self.counter,
+                     dict(self.globals_where))
+            phis = []
+            for name in carried:
+                init = self.env.get(name)
+                phi = self._ssa(name)
+                self.bound.add(phi)
+                if init is not None:  # the same array as before the loop, at first
+                    self.alias[phi] = self._root(init)
+                if init in self.active or name in forced:
+                    self.active.add(phi)
+                phis.append((phi, init))
+                self.env[name] = phi
+            if isinstance(stmt, ast.While):
+                header = self._constant_code(stmt.test)
+            if target is not None:
+                self.bound.add(target[1])
+                self.env[target[0]] = target[1]
+            saved, memo = self.eqns, dict(self.memo)
+            self.eqns = []
+            self.depth += 1
+            try:
+                for name, index_of in prologue:
+                    self._bind(name, self._expr(index_of), index_of)
+                self._statements(body)
+            finally:
+                self.depth -= 1
+                self.memo = memo
+            eqns, self.eqns = self.eqns, saved
+            nexts = [self.env.get(n, phi) for n, (phi, _) in zip(carried, phis, strict=True)]
+            late = {n for n, (phi, _), nxt in zip(carried, phis, nexts, strict=True)
+                    if nxt in self.active and phi not in self.active}
+            if not late:
+                break
+            forced |= late
+            (n_eqns, taken, bound, active, env, n_problems, unbound, data, used,
+             self.counter, self.globals_where) = state
+            del self.eqns[n_eqns:]
+            del self.problems[n_problems:]
+            self.names.taken, self.bound, self.active, self.env = taken, bound, active, env
+            self.env_maybe_unbound, self.data_globals, self.globals_used = unbound, data, used
+        for name, (phi, _) in zip(carried, phis, strict=True):
+            self.env[name] = phi  # after the loop, a carried variable holds its last value
+        flag_name = dict(zip(carried, [p for p, _ in phis], strict=True)).get(flag)
+        self.where, self.line = where, line
+        self.eqns.append(Loop(
+            "for" if isinstance(stmt, ast.For) else "while", header,
+            target[1] if target else None,
+            tuple((phi, init, nxt) for (phi, init), nxt in zip(phis, nexts, strict=True)),
+            tuple(eqns), flag_name, line, where))
+
+    def _iteration(self, stmt):
+        """A for loop's header code, its index variable, and the names it binds each step.
+
+        ``range(...)`` loops run as written; loops over arrays (``for row in X``,
+        ``enumerate``, ``zip``) run over an index, reading ``row = X[k]``, so the gradient
+        flows back into ``X`` through indexing.
+        """
+        it, target = stmt.iter, stmt.target
+        fn = self._callee(it) if isinstance(it, ast.Call) else None
+        if fn is range:
+            if not isinstance(target, ast.Name):
+                self.fail(target, "a range loop binds one name", "for i in range(n):")
+            return self._constant_code(it), (target.id, self._bound_ssa(target.id)), []
+        if fn is enumerate:
+            if len(it.args) != 1 or it.keywords or not (
+                    isinstance(target, ast.Tuple) and len(target.elts) == 2
+                    and all(isinstance(t, ast.Name) for t in target.elts)):
+                self.fail(it, "enumerate loops are supported in the form "
+                          "for i, row in enumerate(X)", "for i, row in enumerate(X):")
+            index, row = target.elts
+            array = self._iterable(it.args[0])
+            return (_range_len([self.env[array]]), (index.id, self._bound_ssa(index.id)),
+                    [(row.id, _index_node(array, index.id, it))])
+        self.counter += 1
+        key = f"<k{self.counter}>"
+        k = (key, self.names.fresh("_k", numbered=True))
+        if fn is zip:
+            strict = [kw for kw in it.keywords if kw.arg == "strict"]
+            if len(strict) != len(it.keywords) or not (
+                    isinstance(target, ast.Tuple) and len(target.elts) == len(it.args)
+                    and all(isinstance(t, ast.Name) for t in target.elts)):
+                self.fail(it, "zip loops are supported in the form for a, b in zip(A, B)",
+                          "for a, b in zip(A, B):")
+            arrays = [self._iterable(a) for a in it.args]
+            header = _range_len([self.env[a] for a in arrays])
+            if strict:
+                # zip(..., strict=True) refuses unequal lengths: so does the generated loop.
+                flag = self._constant_code(strict[0].value)
+                header.args = [ast.Call(ast.Name("_zip_len", ast.Load()), [
+                    ast.Name(self.env[a], ast.Load()) for a in arrays],
+                    [ast.keyword("strict", flag)])]
+            return (header, k,
+                    [(t.id, _index_node(a, key, it)) for t, a in zip(target.elts, arrays,
+                                                                     strict=True)])
+        if not isinstance(target, ast.Name):
+            self.fail(target, "a loop over an array binds one name", "for row in X:")
+        array = self._iterable(it)
+        return _range_len([self.env[array]]), k, [(target.id, _index_node(array, key, it))]
+
+    def _iterable(self, node) -> str:
+        """The name of an array a loop runs over (evaluated once, before the loop)."""
+        val = self._expr(node)
+        if val.expr is None:
+            self.fail(node, f"cannot loop over {describe(node)}",
+                      "for i in range(n), for row in X, enumerate(X), zip(A, B)")
+        name = self._operand(val, node)
+        self.counter += 1
+        key = f"<iter{self.counter}>"
+        self.env[key] = name
+        return key
+
+    def _callee(self, call):
+        if isinstance(call.func, ast.Name) and call.func.id not in self.env:
+            return self.parsed.namespace.lookup(call.func.id)
+        return None
+
+
+def _target_names(stmt) -> set[str]:
+    if isinstance(stmt, ast.For):
+        return {n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name)}
+    return set()
+
+
+def _breaks(body) -> bool:
+    """Whether ``body`` has a break of its own loop (not of a loop nested in it)."""
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Break):
+            return True
+        if not isinstance(node, (ast.For, ast.While, ast.FunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _range_len(arrays) -> ast.expr:
+    lens = [ast.Call(ast.Name("len", ast.Load()), [ast.Name(a, ast.Load())], []) for a in arrays]
+    n = lens[0] if len(lens) == 1 else ast.Call(ast.Name("min", ast.Load()), lens, [])
+    return ast.Call(ast.Name("range", ast.Load()), [n], [])
+
+
+def _index_node(array_key, index_key, like) -> ast.expr:
+    node = ast.Subscript(ast.Name(array_key, ast.Load()), ast.Name(index_key, ast.Load()),
+                         ast.Load())
+    for n in ast.walk(node):
+        ast.copy_location(n, like)
+    return node
+
+
+def scoped_walk(nodes):
+    """Nodes of ``nodes``, not descending into nested functions, lambdas or classes."""
+    todo = list(nodes)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                 ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def assigned(body) -> list[str]:
+    """Names a statement list assigns, in order of first assignment (nested defs aside)."""
+    found = {}
+    for stmt in body:
+        for n in sorted(scoped_walk([stmt]), key=lambda n: (getattr(n, "lineno", 0),
+                                                              getattr(n, "col_offset", 0))):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                found.setdefault(n.id, None)
+    return list(found)
