@@ -16,9 +16,10 @@ class Eqn:
     """``out = code``: one step of the forward sweep.
 
     kind is "elementwise" (``expr`` is the SymPy image of ``code``, ``calls`` pairs each
-    call inside ``code`` with its image), "array" (``op`` with its ``operands``),
-    "const" (no gradient flows: stop_gradient contents), or "assert" (``code`` is the
-    whole statement, ``out`` empty).
+    part of ``code`` a derivative may reuse with its image), "array" (``op`` with its
+    ``operands`` and ``statics``), "stop_gradient" (its contents, run as written),
+    "const" (a value without gradient: a mask, a shape, np.zeros_like...), or "assert"
+    (``code`` is a whole statement, such as an assert or a run-time check; ``out`` empty).
     """
 
     out: str
