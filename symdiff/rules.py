@@ -69,28 +69,6 @@ class Step(_NumpyFunction):
         return sp.S.Zero
 
 
-class Maximum(_NumpyFunction):
-    """np.maximum: at a tie each side gets half the gradient."""
-
-    nargs = 2
-    numpy_template = "{np}.maximum({0}, {1})"
-
-    def fdiff(self, argindex=1):
-        a, b = self.args
-        return Step(a - b) if argindex == 1 else Step(b - a)
-
-
-class Minimum(_NumpyFunction):
-    """np.minimum: at a tie each side gets half the gradient."""
-
-    nargs = 2
-    numpy_template = "{np}.minimum({0}, {1})"
-
-    def fdiff(self, argindex=1):
-        a, b = self.args
-        return Step(b - a) if argindex == 1 else Step(a - b)
-
-
 class NanStep(_NumpyFunction):
     """The share of the first operand of fmax(a, b): 1 if b is NaN, 0 if a is, else a step."""
 
@@ -102,26 +80,27 @@ class NanStep(_NumpyFunction):
         return sp.S.Zero
 
 
-class FMax(_NumpyFunction):
-    """np.fmax: as np.maximum, but a NaN operand is ignored (and gets no gradient)."""
-
-    nargs = 2
-    numpy_template = "{np}.fmax({0}, {1})"
+def _pairwise(name: str, numpy_name: str, share, doc: str) -> type:
+    """A two-operand max or min: d/da = share(a, b), d/db = share(b, a)."""
 
     def fdiff(self, argindex=1):
         a, b = self.args
-        return NanStep(a, b) if argindex == 1 else NanStep(b, a)
+        return share(a, b) if argindex == 1 else share(b, a)
+
+    return type(name, (_NumpyFunction,), {
+        "__doc__": doc, "nargs": 2, "fdiff": fdiff,
+        "numpy_template": f"{{np}}.{numpy_name}({{0}}, {{1}})",
+    })
 
 
-class FMin(_NumpyFunction):
-    """np.fmin: as np.minimum, but a NaN operand is ignored (and gets no gradient)."""
-
-    nargs = 2
-    numpy_template = "{np}.fmin({0}, {1})"
-
-    def fdiff(self, argindex=1):
-        a, b = self.args
-        return NanStep(-a, -b) if argindex == 1 else NanStep(-b, -a)
+Maximum = _pairwise("Maximum", "maximum", lambda a, b: Step(a - b),
+                    "np.maximum: at a tie each side gets half the gradient.")
+Minimum = _pairwise("Minimum", "minimum", lambda a, b: Step(b - a),
+                    "np.minimum: at a tie each side gets half the gradient.")
+FMax = _pairwise("FMax", "fmax", NanStep,
+                 "np.fmax: as np.maximum, but a NaN operand is ignored (no gradient).")
+FMin = _pairwise("FMin", "fmin", lambda a, b: NanStep(-a, -b),
+                 "np.fmin: as np.minimum, but a NaN operand is ignored (no gradient).")
 
 
 class Cbrt(_NumpyFunction):
@@ -297,9 +276,9 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     E(("np.divide", "np.true_divide"), ("x", "y"), lambda x, y: x / y, (0.2, 2.0)),
     E(("np.logaddexp",), ("x", "y"), LogAddExp),
     E(("np.logaddexp2",), ("x", "y"), LogAddExp2),
-    E(("np.fmax",), ("x", "y"), lambda x, y: FMax(x, y),
+    E(("np.fmax",), ("x", "y"), FMax,
       note="ties: half to each side; a NaN operand gets no gradient"),
-    E(("np.fmin",), ("x", "y"), lambda x, y: FMin(x, y),
+    E(("np.fmin",), ("x", "y"), FMin,
       note="ties: half to each side; a NaN operand gets no gradient"),
     E(("np.maximum", "max"), ("x", "y"), Maximum,
       note="ties: half the gradient to each side"),
