@@ -8,7 +8,7 @@ and loops, which it can keep as control flow in the generated code.
 
 >>> import ast
 >>> body = ast.parse("if x > 0:\\n    return x\\ny = -x\\nreturn y").body
->>> print(ast.unparse(single_exit(body)))
+>>> print(ast.unparse(single_exit(body)[0]))
 if x > 0:
     <return> = x
 else:
@@ -41,26 +41,21 @@ class _Context:
     used: bool = False  # whether some statement is guarded by ``done``
 
 
-def single_exit(body, loop_key: str | None = None, loop=None) -> list:
-    """``body`` without return/break/continue.
+def single_exit(body, loop_key: str | None = None, loop=None) -> tuple[list, bool]:
+    """``body`` without return/break/continue, and whether every path through it exits.
 
-    For a loop's body, ``loop_key`` names its flags (``<break{key}>``, ``<done{key}>``)
-    and ``loop`` is the loop (a return inside it is refused).
+    For a function's body, the second is whether every path returns. For a loop's body,
+    ``loop_key`` names its flags (``<break{key}>``, ``<done{key}>``) and ``loop`` is the
+    loop (a return inside it is refused).
     """
     ctx = _Context(f"<done{loop_key or ''}>", f"<break{loop_key}>" if loop_key else None,
                    loop)
-    out, _ = _block(list(body), ctx)
+    out, exits = _block(list(body), ctx)
     if not ctx.used:
-        return _without(out, ctx.done)
-    return [_assign(ctx.done, ast.Constant(False), body[0])] + out if body else out
-
-
-def returns_everywhere(body) -> bool:
-    """Whether every path through a function's body ends in a return."""
-    try:
-        return _block(list(body), _Context("<done>", None, None))[1] == ALWAYS
-    except ExitError:
-        return False
+        out = _without(out, ctx.done)
+    elif body:
+        out = [_assign(ctx.done, ast.Constant(False), body[0])] + out
+    return out, exits == ALWAYS
 
 
 def break_flag(loop_key: str) -> str:

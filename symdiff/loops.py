@@ -22,7 +22,7 @@ class Loops:
         self.counter += 1
         flag = break_flag(str(self.counter)) if _breaks(stmt.body) else None
         try:
-            body = single_exit(stmt.body, str(self.counter), stmt)
+            body, _ = single_exit(stmt.body, str(self.counter), stmt)
         except ExitError as e:
             self.fail(e.node, e.message, e.hint)
         if flag is not None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import runtime
 from .errors import Problem, SymdiffError
-from .exits import RETURN, ExitError, returns_everywhere, single_exit
+from .exits import RETURN, ExitError, single_exit
 from .expressions import OPS, Expressions, Val, names_in
 from .ir import IR, Eqn, If, Names, symbol
 from .loops import Loops, assigned
@@ -95,13 +95,12 @@ class _Lowering(Expressions, Loops):
                 if isinstance(n, ast.Name) and self.parsed.namespace.lookup(n.id) is not MISSING:
                     self._use_global(n, n.id)
         try:
-            body = single_exit(_without_docstring(self.node.body))
+            body, returns = single_exit(_without_docstring(self.node.body))
         except ExitError as e:
             raise self.src.error(e.node, e.message, e.hint) from None
         self._statements(body)
         result = self.env.get(RETURN)
-        if not self.problems and (result is None or not returns_everywhere(
-                _without_docstring(self.node.body))):
+        if not self.problems and (result is None or not returns):
             what = "has no return statement" if result is None else \
                 "does not return a value on every path"
             self.problems.append(self.src.problem(
@@ -483,7 +482,7 @@ class _Lowering(Expressions, Loops):
             for p in positional + keyword_only:
                 val = args[p] if p in args else def_time.get(p) or self._expr(defaults[p])
                 self._bind(p, val, given.get(p, node))
-            body = single_exit(_without_docstring(callee.node.body))
+            body, returns = single_exit(_without_docstring(callee.node.body))
             n_problems = len(self.problems)
             self._statements(body)
             if len(self.problems) > n_problems:
@@ -491,7 +490,7 @@ class _Lowering(Expressions, Loops):
                 del self.problems[n_problems:]  # raised once more, by the caller's statement
                 raise SymdiffError(problems=found) from None
             result = self.env.get(RETURN)
-            if result is None or not returns_everywhere(_without_docstring(callee.node.body)):
+            if result is None or not returns:
                 self.fail(callee.node, f"{callee.name} does not return a value on every path",
                           "end every path with return")
         except ExitError as e:
