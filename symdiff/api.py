@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,7 +19,13 @@ class _Built:
     source: str
     globals: dict
     refresh: tuple  # (name, getter): module-level data read afresh at every call
-    guards: tuple = ()  # (getter, helper): the helpers inlined, as they were when built
+    guards: tuple = ()  # (getter, helper, code): the functions it calls, as when built
+    backward: int = field(init=False)  # the line of the seed, where the backward sweep starts
+
+    def __post_init__(self):
+        seed = re.search(r"^    d\w* = 1\.0$", self.source, re.MULTILINE)
+        line = self.source.count("\n", 0, seed.start()) + 1 if seed else 10**9
+        object.__setattr__(self, "backward", line)
 
 
 class Gradient:
@@ -268,10 +275,7 @@ def _in_backward(error, built) -> bool:
         tb = tb.tb_next
     if tb is None:
         return False
-    lines = built.source.splitlines()
-    start = next((i for i, line in enumerate(lines, 1) if line.startswith("    d") and
-                  line.endswith(" = 1.0")), len(lines))  # the seed line starts the backward
-    return tb.tb_lineno > start
+    return tb.tb_lineno > built.backward
 
 
 def _refreshers(data_globals) -> tuple:
