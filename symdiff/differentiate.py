@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .ir import IR, Eqn, If, Loop, Names, symbol
+from .shapes import shape_sources, sources
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class _Differentiator:
         self.active = set(ir.wrt)
         self.hoisted: dict[int, dict[int, str]] = {}  # id(eqn) -> {id(call node): temp}
         self.tapes: dict[int, tuple] = {}  # id(loop) -> (tape, names, names set conditionally)
+        self.shapes = shape_sources(ir)
         _mark_active(ir.eqns, self.active)
 
     def run(self, with_value, as_tuple) -> Program:
@@ -108,7 +110,7 @@ class _Differentiator:
                        for i, (p, adj) in enumerate(grads))
         # A value that is certainly a scalar (a full reduction, say) needs no check; then,
         # if the value is not returned either, what only computes it need not run.
-        check = self.ir.result not in _certainly_scalar(self.ir.eqns)
+        check = sources(self.shapes, self.ir.result) != frozenset()
         backward = _live(backward, {adj for _, adj in grads if adj})
         if not with_value and not check:
             forward = _live(forward, set(_loads(backward)) | {p for p, _ in grads})
@@ -184,7 +186,8 @@ class _Differentiator:
     def _elementwise(self, eqn: Eqn, scope, group):
         # The seed is exactly 1 until something else flows into the result: fold it; so is
         # each entry of a sum's adjoint then (np.sum(v) with v's adjoint all ones).
-        ones = eqn.out in self.ones
+        # (Only where the operands' shapes are known to make v's.)
+        ones = eqn.out in self.ones and sources(self.shapes, eqn.out) != {eqn.out}
         dv = sp.S.One if eqn.out in self.unit or ones else symbol(self.adj[eqn.out])
         targets = [a for a in eqn.inputs if a in self.active]
         # factor_terms undoes SymPy's 2*(a - b) -> 2*a - 2*b, so forward parts can match.
@@ -212,15 +215,18 @@ class _Differentiator:
         replacements, reduced = _cse([c for _, c in kept], temps)
         for t, value in replacements:
             group.append(Line(t.name, value, eqn.where))
-        # The value may be larger than an operand that NumPy broadcast: sum it back down.
-        broadcasts = len(eqn.inputs) > 1
+        # The value may be larger than an operand that NumPy broadcast: sum it back down,
+        # unless the operand is made of the same shapes (then it has the value's shape).
+        out_shape = sources(self.shapes, eqn.out)
         # Without the ones, a contribution may be smaller than v: spread it to v's shape,
         # which NumPy broadcasting makes from the operands' shapes (v itself not needed).
         shape = "(" + ", ".join(eqn.inputs) + ("," if len(eqn.inputs) == 1 else "") + ")"
-        like = (lambda a: f"{a}, {shape}") if ones else (lambda a: a)
         for (a, _), c in zip(kept, reduced, strict=True):
-            self._accumulate(a, c, scope, group, eqn.where,
-                             like(a) if broadcasts or ones else "")
+            if ones:
+                like = f"{a}, {shape}"
+            else:
+                like = "" if sources(self.shapes, a) == out_shape else a
+            self._accumulate(a, c, scope, group, eqn.where, like)
 
     def _array(self, eqn: Eqn, scope, group):
         op = eqn.op
@@ -338,27 +344,6 @@ class _Differentiator:
                   else f"while {ast.unparse(item.header)}:")
         out.append(Block(header, tuple(body) or (Line("", "pass"),)))
         return out
-
-
-_FULL_REDUCTIONS = {"np.sum", "np.mean", "np.prod", "np.max", "np.min", "np.var", "np.std",
-                    "np.linalg.norm", "scipy.special.logsumexp"}
-
-
-def _certainly_scalar(items) -> set[str]:
-    """Names that hold a scalar whatever the inputs' shapes: full reductions, and
-    elementwise arithmetic of those (straight-line code only)."""
-    scalar = set()
-    for item in items:
-        if not isinstance(item, Eqn):
-            continue
-        statics = dict(item.statics)
-        if item.kind == "array" and item.op.names[0] in _FULL_REDUCTIONS and \
-                statics.get("axis", "None") == "None" and \
-                statics.get("keepdims", "False") == "False":
-            scalar.add(item.out)
-        elif item.kind == "elementwise" and all(i in scalar for i in item.inputs):
-            scalar.add(item.out)
-    return scalar
 
 
 def _live(lines, needed: set[str]) -> list:

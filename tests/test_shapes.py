@@ -1,0 +1,99 @@
+"""What shapes.py claims about shapes, and the gradients that rely on those claims.
+
+A wrong claim would be a silent wrong gradient (an adjoint not summed down) or a skipped
+scalar check, so each unreadable construct is tested to fall back to "its own shape".
+"""
+
+import numpy as np
+import pytest
+from gradcheck import check_grad, fresh_module, load
+
+from symdiff import SymdiffError, grad
+from symdiff.lower import lower
+from symdiff.parse import parse
+from symdiff.shapes import shape_sources, sources
+
+M = load("""
+import math
+import numpy as np
+import shapes_data
+
+W = np.ones(3)
+
+def example(x, w):
+    y = x * w + 1
+    s = np.sum(y)
+    r = s * x
+    return np.sum(r)
+
+def calls(x, w):
+    a = np.sin(x) * np.clip(w, 0.0, None)
+    b = math.exp(x[0]) + float(x[1])
+    c = np.round(x, 2) + abs(w)
+    d = np.sum(x, axis=0)
+    e = x * shapes_data.A
+    f = x @ w
+    return np.sum(a + b + c + d + e + f)
+
+def module_attribute(x):
+    y = x * shapes_data.A
+    return np.sum(y * y)
+
+def module_attribute_sum_seed(x):
+    return np.sum(x * shapes_data.A)
+
+def not_scalar(x):
+    s = np.sum(x)
+    return s * shapes_data.A
+
+def module_array(x):
+    return np.sum(x * W)
+""") if fresh_module("import numpy as np\nA = np.arange(1.0, 4.0)\n", "shapes_data") else None
+
+
+def shapes_of(f, wrt=(0,)):
+    ir = lower(parse(f), wrt)
+    found = shape_sources(ir)
+    return lambda name: sources(found, name)
+
+
+def test_elementwise_values_are_made_of_their_operands_and_full_sums_are_scalars():
+    of = shapes_of(M.example)
+    assert of("y") == {"x", "w"}
+    assert of("s") == frozenset()
+    assert of("r") == {"x"}
+
+
+def test_what_cannot_be_read_is_its_own_shape_and_math_gives_a_scalar():
+    of = shapes_of(M.calls)
+    assert of("a") == {"x", "w"}  # ufuncs and np.clip broadcast their operands
+    assert of("b") == frozenset()  # math.exp and float return Python floats
+    assert of("c") == {"c"}  # builtin abs: not read as a broadcast
+    assert of("d") == {"d"}  # a reduction along an axis
+    assert of("e") == {"e"}  # a module attribute: shape unknown here
+    assert of("f") == {"f"}  # matmul
+
+
+@pytest.mark.parametrize("x", [2.0, np.array([2.0]), np.array([1.0, 2.0, 3.0])])
+def test_an_operand_broadcast_against_a_module_attribute_is_summed_back(x):
+    g = grad(M.module_attribute)
+    a = np.arange(1.0, 4.0)
+    expected = np.sum(2 * x * a * a) if np.size(x) == 1 else 2 * x * a * a
+    np.testing.assert_allclose(g(x), np.reshape(expected, np.shape(x)))
+    check_grad(M.module_attribute, (x,))
+
+
+@pytest.mark.parametrize("x", [2.0, np.array([2.0])])
+def test_a_sum_seed_spreads_to_the_module_attribute_shape(x):
+    np.testing.assert_allclose(grad(M.module_attribute_sum_seed)(x),
+                               np.reshape(6.0, np.shape(x)))
+
+
+def test_a_value_made_an_array_by_a_module_attribute_is_not_taken_for_a_scalar():
+    with pytest.raises(SymdiffError, match="scalar"):
+        grad(M.not_scalar)(np.ones(3))
+
+
+def test_module_level_arrays_are_operands_like_any_other():
+    assert shapes_of(M.module_array)("_t0") in ({"x", "W"}, {"_t0"})
+    np.testing.assert_allclose(grad(M.module_array)(2.0), 3.0)
