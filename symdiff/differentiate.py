@@ -14,6 +14,7 @@ and the backward sweep runs over the tape in reverse.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -100,7 +101,11 @@ class _Differentiator:
         self.unit = {self.ir.result}
         self.fresh: dict[str, bool] = {}
         self.ones: set[str] = set()  # names whose adjoint is all ones, of their shape
+        self.raw: dict[str, frozenset] = {}  # adjoints not summed down yet: their shapes
+        self.exact: dict[str, bool] = {}  # of those, the ones that need no summing after all
         backward = self._backward(self.ir.eqns, top)
+        self._settle_all(backward)
+        backward = _fold_settles(backward)
         forward = self._forward(self.ir.eqns)
         grads = tuple((p, self.adj[p] if p in top.defined else None) for p in self.ir.wrt)
         # Copy a gradient that may be someone else's array, or one already returned (wrt
@@ -124,7 +129,23 @@ class _Differentiator:
             self.adj[name] = self.names.fresh("d" + name)
         return self.adj[name]
 
-    def _accumulate(self, target, contribution, scope: _Scope, lines, where, like=""):
+    def _accumulate(self, target, contribution, scope: _Scope, lines, where, like="",
+                    shape=None, exact=False):
+        # ``shape``: the sources of the contribution's shape, when summing it down to the
+        # target's (like == target) may wait: contributions of one shape are added as they
+        # are, and summed down once, when the adjoint is read (see _settle). ``exact``: it
+        # has the target's shape already; then so does a sum of such, and nothing waits.
+        pending = self.raw.get(target)
+        waits = shape is not None and like == target and scope.parent is None
+        if pending is not None and not (waits and pending == shape):
+            self._settle(target, lines, where)
+            pending = None
+        if waits and (target not in scope.defined or pending == shape):
+            self.exact[target] = exact and self.exact.get(target, target not in scope.defined)
+            like = ""
+            self.raw[target] = shape
+        elif exact:
+            like = ""
         # Whether the adjoint is now an array made here alone (so it can be handed out
         # without a copy): a sum is; a bare name (x, a CSE temporary, x itself through
         # _unbroadcast) may be the caller's array or another adjoint; in a block, unknown.
@@ -143,6 +164,15 @@ class _Differentiator:
             scope.preinit.append(target)
             scope.defined.add(target)
             lines.append(Line(name, contribution, where, accumulate=True, like=like))
+
+    def _settle(self, target, lines, where=("", "")):
+        """Sum an adjoint left larger than its variable down to the variable's shape."""
+        if self.raw.pop(target, None) is not None and not self.exact.pop(target):
+            lines.append(Line(self.adj[target], self.adj[target], where, like=target))
+
+    def _settle_all(self, lines):
+        for target in sorted(self.raw):
+            self._settle(target, lines)
 
     def _enter(self, scope: _Scope, child: _Scope, lines):
         """Zero, before a block, the outer adjoints its backward sweep adds to."""
@@ -165,7 +195,10 @@ class _Differentiator:
         for item in reversed(items):
             if isinstance(item, Eqn):
                 self._eqn(item, scope, lines)
-            elif isinstance(item, If):
+                continue
+            if scope.parent is None:  # what a block reads or adds to must be summed down
+                self._settle_all(lines)
+            if isinstance(item, If):
                 self._if(item, scope, lines)
             else:
                 self._loop(item, scope, lines)
@@ -175,6 +208,7 @@ class _Differentiator:
         if not eqn.active or eqn.out not in scope.defined:
             return
         group: list = []
+        self._settle(eqn.out, group, eqn.where)
         if eqn.kind == "elementwise":
             self._elementwise(eqn, scope, group)
         elif eqn.kind == "array":
@@ -224,9 +258,14 @@ class _Differentiator:
         for (a, _), c in zip(kept, reduced, strict=True):
             if ones:
                 like = f"{a}, {shape}"
+            elif sources(self.shapes, a) == out_shape:
+                like = ""
             else:
-                like = "" if sources(self.shapes, a) == out_shape else a
-            self._accumulate(a, c, scope, group, eqn.where, like)
+                like = a
+            # Under the seed the value is a scalar, and so is every operand: the
+            # contribution needs no summing down, though it may wait with the others.
+            self._accumulate(a, c, scope, group, eqn.where, like,
+                             out_shape if like == a else None, exact=eqn.out in self.unit)
 
     def _array(self, eqn: Eqn, scope, group):
         op = eqn.op
@@ -344,6 +383,23 @@ class _Differentiator:
                   else f"while {ast.unparse(item.header)}:")
         out.append(Block(header, tuple(body) or (Line("", "pass"),)))
         return out
+
+
+def _fold_settles(lines) -> list:
+    """``dx = c`` then ``dx = _unbroadcast(dx, x)``: one line, ``dx = _unbroadcast(c, x)``."""
+    out: list = []
+    for line in lines:
+        if isinstance(line, Line) and line.like and line.value == line.target:
+            for i in range(len(out) - 1, -1, -1):
+                prior = out[i]
+                if isinstance(prior, Line) and prior.target == line.target:
+                    if not prior.accumulate and not prior.like:
+                        out[i] = dataclasses.replace(prior, like=line.like)
+                        line = None
+                    break
+        if line is not None:
+            out.append(line)
+    return out
 
 
 def _live(lines, needed: set[str]) -> list:

@@ -173,8 +173,12 @@ def _statement(line: Line, printer: Printer) -> str:
     if line.like:
         text = f"_unbroadcast({text}, {line.like})"
     if line.accumulate:
-        text = f"{line.target} + {text}" if line.like or _atomic(text) else \
-            f"{line.target} + ({text})"
+        if not line.like and text.startswith("-") and _atomic(text[1:]):
+            text = f"{line.target} - {text[1:]}"  # -a*b is -(a*b): dz - a*b, not dz + -a*b
+        elif line.like or _atomic(text):
+            text = f"{line.target} + {text}"
+        else:
+            text = f"{line.target} + ({text})"
     return f"{line.target} = {text}"
 
 

@@ -273,13 +273,13 @@ def test_the_source_of_a_branch_reads_as_the_users():
     _check_scalar(_ret, 'piecewise')
     d_ret = 1.0
     # grad of line 33: return y * x
-    dy_4 = _unbroadcast(x, y_4)
-    dx = _unbroadcast(y_4, x)
+    dy_4 = x
+    dx = y_4
     # grad of line 27: if x < -1:
     if _t0:  # the branch the forward sweep took
         dy = dy_4
         # grad of line 28: y = -x
-        dx = dx + (-dy)
+        dx = dx - dy
     else:
         dy_3 = dy_4
         # grad of line 29: elif x < 1:

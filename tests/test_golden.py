@@ -44,11 +44,12 @@ def grad_poly(x, y):
     # grad of line 10: return a - stop_gradient(a) * 0.5
     da_1 = 1.0
     # grad of line 9: a = np.exp(a) * x
-    dx = _unbroadcast(_t0*da_1, x)
+    dx = _t0*da_1
     da = a_1*da_1
     # grad of line 8: a = x * y + 3.0
-    dx = dx + _unbroadcast(da*y, x)
+    dx = dx + da*y
     dy = _unbroadcast(da*x, y)
+    dx = _unbroadcast(dx, x)
     return (_fit(dx, x), _fit(dy, y))
 '''
 

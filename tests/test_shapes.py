@@ -97,3 +97,67 @@ def test_a_value_made_an_array_by_a_module_attribute_is_not_taken_for_a_scalar()
 def test_module_level_arrays_are_operands_like_any_other():
     assert shapes_of(M.module_array)("_t0") in ({"x", "W"}, {"_t0"})
     np.testing.assert_allclose(grad(M.module_array)(2.0), 3.0)
+
+
+B = load("""
+import numpy as np
+
+def mixed(x, a, b):
+    y = x * a + np.sin(x)
+    z = x * b
+    w = y * x
+    u = np.sum(w) + np.sum(z * x) + np.sum(x * a * b)
+    if u > 0:
+        u = u * np.sum(x)
+    return u + np.sum(np.tanh(y))
+
+def several(x, w):
+    y = x * w
+    z = np.sin(y) * x + y * x
+    t = np.tanh(z)
+    return np.sum(t * t)
+
+def scalar(x, y):
+    return (1 - x) ** 2 + 100 * (y - x**2) ** 2
+
+def chain(x, a):
+    e = x
+    for i in range(3):
+        e = np.sin(e + x * a) + x
+    t = e * a
+    return np.sum(t * x)
+""")
+
+
+@pytest.mark.parametrize("shapes", [
+    ((3, 1), (1, 4), (5, 1, 1)),
+    ((), (4,), (2, 1)),
+    ((4,), (), ()),
+    ((), (), ()),
+])
+def test_adjoints_of_several_shapes_are_summed_down_right(shapes):
+    rng = np.random.default_rng(1)
+    args = tuple(rng.uniform(0.5, 1.5, s) if s else float(rng.uniform(0.5, 1.5))
+                 for s in shapes)
+    check_grad(B.mixed, args, wrt=(0, 1, 2))
+
+
+@pytest.mark.parametrize("shapes", [((3, 1), (1, 4)), ((), (4,)), ((2,), ())])
+def test_adjoints_summed_down_around_a_loop(shapes):
+    rng = np.random.default_rng(2)
+    args = tuple(rng.uniform(0.5, 1.5, s) if s else float(rng.uniform(0.5, 1.5))
+                 for s in shapes)
+    check_grad(B.chain, args, wrt=(0, 1))
+
+
+def test_contributions_of_one_shape_are_summed_down_once():
+    src = grad(B.several, wrt=(0, 1)).source
+    assert "dx = dx + _unbroadcast" not in src and src.count("_unbroadcast(dx, x)") == 1, src
+    check_grad(B.several, (np.array([[0.5], [1.0]]), np.array([0.3, 0.7, 1.1])), wrt=(0, 1))
+
+
+def test_a_scalar_result_needs_no_summing_down():
+    src = grad(B.scalar, wrt=(0, 1)).source
+    assert "_unbroadcast" not in src, src
+    check_grad(B.scalar, (0.7, 1.3), wrt=(0, 1))
+    check_grad(B.scalar, (np.array(0.7), np.float64(1.3)), wrt=(0, 1))
