@@ -92,6 +92,9 @@ class _Differentiator:
         self.hoisted: dict[int, dict[int, str]] = {}  # id(eqn) -> {id(call node): temp}
         self.tapes: dict[int, tuple] = {}  # id(loop) -> (tape, names, names set conditionally)
         self.shapes = shape_sources(ir)
+        # name -> (code, names it reads): its shape alone, where that is cheaper to have
+        self.shape_only: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self.must_run: set[str] = set()  # statements that may raise, and have no such code
         _mark_active(ir.eqns, self.active)
 
     def run(self, with_value, as_tuple) -> Program:
@@ -100,7 +103,9 @@ class _Differentiator:
         top.defined.add(self.ir.result)
         self.unit = {self.ir.result}
         self.fresh: dict[str, bool] = {}
-        self.ones: set[str] = set()  # names whose adjoint is all ones, of their shape
+        # Names whose adjoint is all ones (np.sum's operand) or all 1/size (np.mean's), of
+        # their shape: name -> whether it is the mean.
+        self.ones: dict[str, bool] = {}
         self.raw: dict[str, frozenset] = {}  # adjoints not summed down yet: their shapes
         self.exact: dict[str, bool] = {}  # of those, the ones that need no summing after all
         backward = self._backward(self.ir.eqns, top)
@@ -118,7 +123,10 @@ class _Differentiator:
         check = sources(self.shapes, self.ir.result) != frozenset()
         backward = _live(backward, {adj for _, adj in grads if adj})
         if not with_value and not check:
-            forward = _live(forward, set(_loads(backward)) | {p for p, _ in grads})
+            # ... and a value the backward sweep reads only the shape of is not computed.
+            values, shapes = _uses(backward)
+            forward = _live(forward, values | {p for p, _ in grads}, shapes, self.shape_only,
+                            self.must_run)
         # The backward sweep may rebind the value's name (a loop's tape restores it).
         value = self.names.fresh("_value") if with_value and self.tapes else ""
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
@@ -153,7 +161,7 @@ class _Differentiator:
             target in scope.defined or not _bare(contribution))
         self.unit.discard(target)
         if target in scope.defined:
-            self.ones.discard(target)
+            self.ones.pop(target, None)
         name = self._adjoint(target)
         if target in scope.defined:
             lines.append(Line(name, contribution, where, accumulate=True, like=like))
@@ -219,10 +227,15 @@ class _Differentiator:
 
     def _elementwise(self, eqn: Eqn, scope, group):
         # The seed is exactly 1 until something else flows into the result: fold it; so is
-        # each entry of a sum's adjoint then (np.sum(v) with v's adjoint all ones).
-        # (Only where the operands' shapes are known to make v's.)
+        # each entry of a sum's adjoint then (np.sum(v) with v's adjoint all ones), and of a
+        # mean's, 1/size. (Only where the operands' shapes are known to make v's.)
         ones = eqn.out in self.ones and sources(self.shapes, eqn.out) != {eqn.out}
         dv = sp.S.One if eqn.out in self.unit or ones else symbol(self.adj[eqn.out])
+        shape = "(" + ", ".join(eqn.inputs) + ("," if len(eqn.inputs) == 1 else "") + ")"
+        if ones and self.ones[eqn.out]:
+            dv = symbol(self.names.fresh("_t", numbered=True))
+            group.append(Line(dv.name, f"1.0 / _size{shape}", eqn.where,
+                              comment="each entry's share of the mean"))
         targets = [a for a in eqn.inputs if a in self.active]
         # factor_terms undoes SymPy's 2*(a - b) -> 2*a - 2*b, so forward parts can match.
         partials = [sp.factor_terms(_whole_floats(sp.diff(eqn.expr, symbol(a))))
@@ -254,7 +267,6 @@ class _Differentiator:
         out_shape = sources(self.shapes, eqn.out)
         # Without the ones, a contribution may be smaller than v: spread it to v's shape,
         # which NumPy broadcasting makes from the operands' shapes (v itself not needed).
-        shape = "(" + ", ".join(eqn.inputs) + ("," if len(eqn.inputs) == 1 else "") + ")"
         for (a, _), c in zip(kept, reduced, strict=True):
             if ones:
                 like = f"{a}, {shape}"
@@ -279,9 +291,10 @@ class _Differentiator:
         for param, name, position in eqn.operands:
             if name in self.active and param in op.vjp:
                 g = "1.0" if eqn.out in self.unit else self.adj[eqn.out]
-                if g == "1.0" and op.names[0] == "np.sum" and fields["axis"] == "None" and \
-                        fields["keepdims"] == "False" and name not in scope.defined:
-                    self.ones.add(name)
+                if g == "1.0" and op.names[0] in ("np.sum", "np.mean") and \
+                        fields["axis"] == "None" and fields["keepdims"] == "False" and \
+                        name not in scope.defined:
+                    self.ones[name] = op.names[0] == "np.mean"
                 code = op.vjp[param].format(g=g, out=eqn.out,
                                             np=self.ir.np_alias, i=position, **fields)
                 self._accumulate(name, code, scope, group, eqn.where)
@@ -349,6 +362,7 @@ class _Differentiator:
                     if id(node) in calls:
                         out.append(Line(calls[id(node)], _replace(node, calls, skip=id(node)),
                                         item.where))
+                self._shape_only(item)
                 out.append(Line(item.out, _replace(item.code, calls), item.where,
                                 comment="stop_gradient: no gradient flows back"
                                 if item.kind == "stop_gradient" else ""))
@@ -362,6 +376,32 @@ class _Differentiator:
             else:
                 out.extend(self._forward_loop(item))
         return out
+
+    def _shape_only(self, eqn: Eqn):
+        """How to have just the shape of ``eqn``'s value, if that is known without it.
+
+        np.max and np.min of an empty array raise, and so does an array operation on
+        shapes that do not fit: those always run (``must_run``).
+        """
+        reduction = eqn.kind == "array" and eqn.op.names[0] in _REDUCTIONS
+        found = sources(self.shapes, eqn.out)
+        if eqn.kind == "array" and not reduction:
+            self.must_run.add(eqn.out)
+        elif found != {eqn.out}:  # the broadcast of its sources; or a scalar
+            names = tuple(sorted(found))
+            self.shape_only[eqn.out] = (f"_shape_of({', '.join(names)})", names)
+        elif not reduction:
+            self.must_run.add(eqn.out)
+        else:
+            fields = {**eqn.op.defaults, **dict(eqn.statics)}
+            try:  # only a literal axis: a name would have to be computed, and may not be
+                axis, keepdims = (ast.literal_eval(fields[k]) for k in ("axis", "keepdims"))
+            except ValueError:
+                self.must_run.add(eqn.out)
+                return
+            (a,) = [n for p, n, _ in eqn.operands if p == "a"]
+            self.shape_only[eqn.out] = (f"_reduced_shape({a}, {axis!r}, {keepdims!r})",
+                                        (a,))
 
     def _forward_loop(self, item: Loop) -> list:
         out = [Line(phi, init or "None", item.where, comment="carried from one iteration "
@@ -402,14 +442,75 @@ def _fold_settles(lines) -> list:
     return out
 
 
-def _live(lines, needed: set[str]) -> list:
-    """The lines that compute ``needed`` (straight-line ones; blocks all stay)."""
+def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=()) -> list:
+    """The lines that compute ``needed`` (straight-line ones; blocks all stay).
+
+    A line whose value is not needed becomes the computation of its shape alone where
+    ``shape_only`` says how (a name in ``shapes`` is needed for that; for any other, it
+    raises where the shapes do not fit, as the statement would). Lines in ``must_run``
+    stay, whether needed or not; the rest (a call a derivative reuses) go.
+    """
     kept = []
+    shapes = set(shapes)
+    shape_only = shape_only or {}
     for line in reversed(lines):
         if isinstance(line, Block) or not line.target or line.target in needed:
             kept.append(line)
             needed.update(_loads([line]))
+        elif line.target in shape_only:
+            code, reads = shape_only[line.target]
+            if line.target in shapes:
+                kept.append(Line(line.target, code, line.where,
+                                 comment="only its shape is needed"))
+            elif reads:  # with no operands (a scalar) there is nothing to check
+                kept.append(Line(line.target, code, line.where,
+                                 comment="not needed: this checks that the shapes fit"))
+            shapes.update(reads)
+        elif line.target in shapes or line.target in must_run:
+            kept.append(line)
+            needed.update(_loads([line]))
     return kept[::-1]
+
+
+# Helpers of runtime.py that read only the shape of some arguments: name -> positions.
+_SHAPE_ARGUMENTS = {"_unbroadcast": (1, 2), "_unreduce": (1,), "_count": (0, 1),
+                    "_zeros": (0,), "_size": range(99), "_shape_of": range(99),
+                    "_reduced_shape": (0,)}
+# Reductions whose result's shape follows from the operand's (np.max, np.min: not
+# quite, they raise on an empty array).
+_REDUCTIONS = {"np.sum", "np.mean", "np.prod", "np.var", "np.std"}
+
+
+def _uses(lines) -> tuple[set[str], set[str]]:
+    """The names backward ``lines`` read: (for their values, for their shapes only)."""
+    values, shapes = set(), set()
+    for line in lines:
+        if isinstance(line, Block):
+            values.update(_loads([line]))
+            continue
+        shapes.update(_IDENT.findall(line.like))
+        if not isinstance(line.value, str):
+            values.update(_loads([dataclasses.replace(line, like="")]))
+            continue
+        if line.accumulate:
+            values.add(line.target)
+        try:
+            tree = ast.parse(line.value, mode="eval")
+        except SyntaxError:
+            values.update(_IDENT.findall(line.value))
+            continue
+        only_shape = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in _SHAPE_ARGUMENTS:
+                for i, arg in enumerate(node.args):
+                    if i in _SHAPE_ARGUMENTS[node.func.id]:
+                        parts = arg.elts if isinstance(arg, ast.Tuple) else [arg]
+                        only_shape.update(id(p) for p in parts if isinstance(p, ast.Name))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                (shapes if id(node) in only_shape else values).add(node.id)
+    return values, shapes
 
 
 def _mark_active(items, active):

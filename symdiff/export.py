@@ -304,7 +304,7 @@ def _runtime_definitions() -> dict[str, tuple[str, frozenset[str]]]:
     lines = module_text.splitlines(keepends=True)
     out = {}
     for node in ast.parse(module_text).body:
-        if isinstance(node, ast.FunctionDef):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             text = inspect.getsource(getattr(runtime, node.name))
             out[node.name] = (text, frozenset(free_names(node, skip=node.name)))
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(

@@ -125,6 +125,58 @@ def _unreduce(g, x, axis=None, keepdims=False):
     return np.broadcast_to(g, np.shape(x))
 
 
+class _Shape:
+    """Stands in for a forward value of which the gradient needs only the shape.
+
+    np.shape, np.ndim and np.size read it as they would the value; anything else fails
+    loudly (it has no values to give), rather than compute with something made up.
+    """
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        size = 1
+        for n in self.shape:
+            size *= n
+        return size
+
+    def __repr__(self):
+        return f"<shape {self.shape} of a value the gradient does not compute>"
+
+
+def _shape_of(*values):
+    """The shape NumPy broadcasting gives an elementwise result of ``values``."""
+    return _Shape(np.broadcast_shapes(*map(np.shape, values)))
+
+
+def _reduced_shape(x, axis=None, keepdims=False):
+    """The shape of a reduction (np.sum, np.mean...) of ``x`` over ``axis``."""
+    shape = np.shape(x)
+    for a in () if axis is None else axis if isinstance(axis, tuple) else (axis,):
+        if not -len(shape) <= a < len(shape):  # as the reduction itself would refuse it
+            raise ValueError(f"axis {a} is out of bounds for an array of dimension "
+                             f"{len(shape)}")
+    axes = _axes(axis, len(shape))
+    return _Shape(1 if i in axes else n for i, n in enumerate(shape)
+                  if keepdims or i not in axes)
+
+
+def _size(*values):
+    """How many elements the broadcast of ``values`` has (np.mean's count, from operands)."""
+    size = 1
+    for n in np.broadcast_shapes(*map(np.shape, values)):
+        size *= n
+    return size
+
+
 def _count(x, out):
     """How many elements of ``x`` each element of the reduction ``out`` summarises."""
     return np.size(x) / max(np.size(out), 1)

@@ -1406,7 +1406,7 @@ def test_reading_an_unbound_name(name, args):
         value_and_grad(f)(*args)
 
 
-# --- bugs: statements whose value the gradient does not need are not run -------------------
+# --- statements whose value the gradient does not need still raise where they would ------
 
 UNUSED = load("""
 import numpy as np
@@ -1418,18 +1418,26 @@ def unused_sum_of_mismatched_shapes(x, w):
 def unused_column(x):
     n = x.shape[1]
     return np.sum(x ** 2)
+
+def unused_axis(x):
+    s = np.sum(x * 2.0, axis=1)
+    return np.sum(x ** 2)
+
+def unused_max_of_empty(x, e):
+    m = np.max(e)
+    return np.sum(x ** 2)
+
+def shape_only_mismatch(z, t):
+    return np.mean(np.log(np.sum(np.exp(z), axis=1)) - np.sum(t * z, axis=1))
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "grad drops the forward statements the backward sweep does not read (differentiate."
-    "_Differentiator.run: _live(forward, ...) when the result is certainly a scalar), so "
-    "where the function raises on such a statement (x + w with shapes (3,) and (4,): "
-    "ValueError; x.shape[1] of a vector: IndexError) grad returns a gradient instead; "
-    "value_and_grad, which keeps them, raises"))
 @pytest.mark.parametrize("name, args, error", [
     ("unused_sum_of_mismatched_shapes", (np.ones(3), np.ones(4)), ValueError),
     ("unused_column", (np.ones(3),), IndexError),
+    ("unused_axis", (np.ones(3),), ValueError),
+    ("unused_max_of_empty", (np.ones(3), np.ones(0)), ValueError),
+    ("shape_only_mismatch", (np.ones((2, 3)), np.ones((2, 4))), ValueError),
 ])
 def test_unused_statement_that_raises(name, args, error):
     f = getattr(UNUSED, name)

@@ -464,6 +464,25 @@ def test_output_copies_helpers_called_inside_stop_gradient(tmp_path, capsys):
     np.testing.assert_allclose(namespace["grad_f"](x)[0], np.full(3, 4.5))
 
 
+def test_output_copies_the_stand_in_for_values_needed_only_for_their_shape(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+
+        def xent(z: "(4, 3)", t: "(4, 3)"):
+            return np.mean(np.log(np.sum(np.exp(z), axis=1)) - np.sum(t * z, axis=1))
+        """)
+    out_path = tmp_path / "g.py"
+    assert run(capsys, path, "-o", str(out_path))[0] == 0
+    text = out_path.read_text()
+    assert "class _Shape:" in text and "_reduced_shape(" in text
+    namespace = {}
+    exec(compile(text, str(out_path), "exec"), namespace)
+    rng = np.random.default_rng(0)
+    z, t = rng.standard_normal((4, 3)), rng.random((4, 3))
+    p = np.exp(z) / np.sum(np.exp(z), axis=1, keepdims=True)
+    np.testing.assert_allclose(namespace["grad_xent"](z, t)[0], (p - t) / 4, rtol=1e-12)
+
+
 # --- the generated code in a debugger ---
 
 

@@ -11,6 +11,7 @@ from gradcheck import check_grad, fresh_module, load
 from symdiff import SymdiffError, grad
 from symdiff.lower import lower
 from symdiff.parse import parse
+from symdiff.runtime import _reduced_shape, _shape_of
 from symdiff.shapes import shape_sources, sources
 
 M = load("""
@@ -161,3 +162,62 @@ def test_a_scalar_result_needs_no_summing_down():
     assert "_unbroadcast" not in src, src
     check_grad(B.scalar, (0.7, 1.3), wrt=(0, 1))
     check_grad(B.scalar, (np.array(0.7), np.float64(1.3)), wrt=(0, 1))
+
+
+S = load("""
+import numpy as np
+from symdiff import stop_gradient
+
+def softmax_xent(Z, T):
+    S = Z - stop_gradient(np.max(Z, axis=1, keepdims=True))
+    lse = np.log(np.sum(np.exp(S), axis=1))
+    return np.mean(lse - np.sum(T * S, axis=1))
+
+def shape_then_value(x, w):
+    y = x * w
+    s = np.sum(y, axis=0)
+    if np.sum(s) > 0:
+        return np.mean(y * s) + np.mean(x)
+    return np.mean(x * 2.0)
+""")
+
+
+def test_values_needed_only_for_their_shape_are_not_computed():
+    src = grad(S.softmax_xent).source
+    assert "= T * S" not in src and "only its shape is needed" in src, src
+    rng = np.random.default_rng(3)
+    Z, T = rng.standard_normal((5, 4)), rng.random((5, 4))
+    T /= T.sum(axis=1, keepdims=True)  # rows of probabilities: the max then cancels out
+    check_grad(S.softmax_xent, (Z, T))
+    P = np.exp(Z) / np.sum(np.exp(Z), axis=1, keepdims=True)
+    np.testing.assert_allclose(grad(S.softmax_xent)(Z, T), (P * T.sum(1)[:, None] - T) / 5,
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("x", [np.array([[1.0, -2.0], [0.5, 3.0]]), np.array([[-1.0], [-2.0]])])
+def test_a_value_read_by_a_branch_is_computed_in_full(x):
+    check_grad(S.shape_then_value, (x, np.array([0.5, 1.5])[: x.shape[1]]), wrt=(0, 1))
+
+
+def test_a_stand_in_for_a_value_fails_loudly_where_a_value_is_read():
+    stand_in = _shape_of(np.ones((2, 1)), np.ones(3))
+    assert (np.shape(stand_in), np.ndim(stand_in), np.size(stand_in)) == ((2, 3), 2, 6)
+    with pytest.raises(TypeError):
+        stand_in + 1.0
+    with pytest.raises((TypeError, ValueError)):
+        np.asarray(stand_in, dtype=float)
+    with pytest.raises(ValueError):
+        _shape_of(np.ones(3), np.ones(4))
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3), (2, 1, 4)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reduced_shapes_are_the_reductions_shapes(shape, keepdims):
+    x = np.ones(shape)
+    axes = [None] + list(range(-len(shape), len(shape))) + (
+        [(0, len(shape) - 1)] if len(shape) > 1 else [])
+    for axis in axes:
+        assert np.shape(_reduced_shape(x, axis, keepdims)) == np.sum(
+            x, axis=axis, keepdims=keepdims).shape, axis
+    with pytest.raises(ValueError):
+        _reduced_shape(x, len(shape), keepdims)
