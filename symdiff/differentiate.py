@@ -154,6 +154,13 @@ class _Differentiator:
             self.raw[target] = shape
         elif exact:
             like = ""
+        # An adjoint made here alone takes a scattered contribution in place.
+        owned = self.fresh.get(target) and target in scope.defined
+        if owned and scope.parent is None and not like and isinstance(contribution, str) \
+                and contribution.startswith("_scatter("):
+            name = self.adj[target]
+            lines.append(Line(name, f"_scatter_add({name}, {contribution[9:]}", where))
+            return
         # Whether the adjoint is now an array made here alone (so it can be handed out
         # without a copy): a sum is; a bare name (x, a CSE temporary, x itself through
         # _unbroadcast) may be the caller's array or another adjoint; in a block, unknown.

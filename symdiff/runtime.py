@@ -315,12 +315,29 @@ def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
 def _scatter(g, x, index):
     """The adjoint of ``x[index]``: ``g`` placed at ``index`` in zeros; repeats accumulate."""
     out = np.zeros_like(x, dtype=np.result_type(x, g, np.float64))
-    if any(isinstance(i, (list, tuple, np.ndarray)) and np.asarray(i).dtype != bool
-           for i in index):
+    if _integer_index(index):
         np.add.at(out, index, g)
     else:
         out[index] = g
     return out
+
+
+def _scatter_add(acc, g, x, index):
+    """``acc + _scatter(g, x, index)``, added in place where ``acc`` is an array that the
+    gradient made for this adjoint alone (the caller knows) and that can hold the sum."""
+    if type(acc) is np.ndarray and acc.flags.writeable and acc.flags.owndata and \
+            acc.shape == np.shape(x) and acc.dtype == np.result_type(acc, g, np.float64):
+        if _integer_index(index):
+            np.add.at(acc, index, g)  # repeated indices add up
+        else:
+            acc[index] += g
+        return acc
+    return acc + _scatter(g, x, index)
+
+
+def _integer_index(index):
+    return any(isinstance(i, (list, tuple, np.ndarray)) and np.asarray(i).dtype != bool
+               for i in index)
 
 
 def _part(g, arrays, i, axis, how):

@@ -121,6 +121,39 @@ def test_repeated_integer_indices_accumulate():
     np.testing.assert_allclose(grad(f)(np.ones(3)), [3.0, 0.0, 1.0])
 
 
+def test_several_indexings_of_one_array_add_up_in_place_and_right():
+    f = load(HEADER + """
+def f(x):
+    return np.sum(x[1:] ** 2 * x[:-1]) + np.sum(x[np.array([0, 0, 2])] * 3.0) + \\
+        np.sum(x[x > 0.5] ** 3)
+""", "f")
+    assert "_scatter_add(dx, " in grad(f).source
+    x = np.array([0.3, 0.9, -0.4, 1.2])
+    check_grad(f, (x,))
+    expected = np.zeros(4)
+    expected[1:] += 2 * x[1:] * x[:-1]
+    expected[:-1] += x[1:] ** 2
+    np.add.at(expected, [0, 0, 2], 3.0)  # the repeated index gets both
+    expected[x > 0.5] += 3 * x[x > 0.5] ** 2
+    np.testing.assert_allclose(grad(f)(x), expected, rtol=1e-12)
+
+
+def test_scatter_add_adds_in_place_only_into_an_array_of_its_own():
+    from symdiff.runtime import _scatter_add
+
+    x = np.zeros(3)
+    owned = np.ones(3)
+    assert _scatter_add(owned, 2.0, x, np.index_exp[1:]) is owned
+    np.testing.assert_allclose(owned, [1.0, 3.0, 3.0])
+    for acc in (np.broadcast_to(np.ones(1), (3,)), np.ones(3, dtype=int), np.ones(6)[::2],
+                np.ones((1, 3))):
+        before = acc.copy()
+        out = _scatter_add(acc, 0.5, x, np.index_exp[[0, 0]])
+        assert out is not acc and out.dtype == np.float64
+        np.testing.assert_array_equal(acc, before)
+        np.testing.assert_allclose(out, before + [1.0, 0.0, 0.0])
+
+
 def test_values_without_gradient_run_as_they_are():
     f = load(HEADER + """
 def f(x):
