@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .ir import IR, Eqn, If, Loop, Names, symbol
+from .rules import _NumpyFunction
 from .shapes import shape_sources, sources
 
 
@@ -249,7 +250,8 @@ class _Differentiator:
                     for a in targets]
         # Reuse forward values: the equation's own value, then every call needed again.
         reuse = {} if eqn.expr.is_Atom else {eqn.expr: symbol(eqn.out)}
-        partials = [p.xreplace(reuse) for p in partials]
+        partials = [_by_value(eqn, a, p).xreplace(reuse) for a, p in zip(targets, partials,
+                                                                         strict=True)]
         calls: dict[int, str] = {}
         for expr, node in reversed(eqn.calls):
             if expr == eqn.expr or not any(p.has(expr) for p in partials):
@@ -265,26 +267,51 @@ class _Differentiator:
         kept = [(a, dv * p) for a, p in zip(targets, partials, strict=True) if p != 0]
         if not kept:
             return
+        # The value may be larger than an operand that NumPy broadcast: sum it back down,
+        # unless the operand is made of the same shapes (then it has the value's shape).
+        out_shape = sources(self.shapes, eqn.out)
+        if dv.is_Symbol:  # an adjoint read has its variable's shape
+            self.shapes[dv.name] = out_shape
+        likes = []
+        for i, (a, c) in enumerate(kept):
+            if ones:
+                # Without the ones, a contribution may be smaller than v: spread it to v's
+                # shape, which broadcasting makes from the operands' (v itself not needed).
+                likes.append(f"{a}, {shape}")
+            elif sources(self.shapes, a) == out_shape:
+                likes.append("")
+            else:
+                c, like = self._sum_down_less(c, a)
+                kept[i] = (a, c)
+                likes.append(like)
         temps = iter(lambda: symbol(self.names.fresh("_t", numbered=True)), None)
         replacements, reduced = _cse([c for _, c in kept], temps)
         for t, value in replacements:
             group.append(Line(t.name, value, eqn.where))
-        # The value may be larger than an operand that NumPy broadcast: sum it back down,
-        # unless the operand is made of the same shapes (then it has the value's shape).
-        out_shape = sources(self.shapes, eqn.out)
-        # Without the ones, a contribution may be smaller than v: spread it to v's shape,
-        # which NumPy broadcasting makes from the operands' shapes (v itself not needed).
-        for (a, _), c in zip(kept, reduced, strict=True):
-            if ones:
-                like = f"{a}, {shape}"
-            elif sources(self.shapes, a) == out_shape:
-                like = ""
-            else:
-                like = a
+        for (a, _), c, like in zip(kept, reduced, likes, strict=True):
             # Under the seed the value is a scalar, and so is every operand: the
             # contribution needs no summing down, though it may wait with the others.
             self._accumulate(a, c, scope, group, eqn.where, like,
                              out_shape if like == a else None, exact=eqn.out in self.unit)
+
+    def _sum_down_less(self, c, a):
+        """``_unbroadcast(f * h, a)`` as ``f * _unbroadcast(h, a)``, where each factor in f
+        is a number or has no more axes than ``a``: it is the same along every axis the sum
+        runs over, and is multiplied in after the sum, on the smaller array.
+
+        Returns the contribution and what it must still be summed down like ("": nothing).
+        """
+        if not isinstance(c, sp.Mul):
+            return c, a
+        mine = sources(self.shapes, a)
+        outer, inner = [], []
+        for f in c.args:
+            fits = f.is_number or all(sources(self.shapes, s.name) <= mine
+                                      for s in f.free_symbols)
+            (outer if fits else inner).append(f)
+        if not inner or all(f.is_number for f in outer):
+            return c, a  # nothing smaller to multiply by (a number alone: let it wait)
+        return sp.Mul(*outer) * _SumDown(sp.Mul(*inner), symbol(a)), ""
 
     def _array(self, eqn: Eqn, scope, group):
         op = eqn.op
@@ -449,6 +476,25 @@ def _fold_settles(lines) -> list:
     return out
 
 
+class _SumDown(_NumpyFunction):
+    """``_unbroadcast(g, x)`` inside an expression: g summed down to x's shape."""
+
+    nargs = 2
+    numpy_template = "_unbroadcast({0}, {1})"
+
+
+def _by_value(eqn: Eqn, a: str, partial):
+    """d(c * a**k)/da for a negative power k as k * v / a, reusing the value v: fewer
+    operations than recomputing c * a**(k - 1) (P = E / s gives dP/ds = -P/s)."""
+    expr, x = eqn.expr, symbol(a)
+    if not isinstance(expr, sp.Mul):
+        return partial
+    k = expr.as_powers_dict().get(x)
+    if k is None or not (k.is_Integer and k < 0) or (expr / x**k).has(x):
+        return partial
+    return k * symbol(eqn.out) / x
+
+
 def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=()) -> list:
     """The lines that compute ``needed`` (straight-line ones; blocks all stay).
 
@@ -469,7 +515,7 @@ def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=()) -> l
             if line.target in shapes:
                 kept.append(Line(line.target, code, line.where,
                                  comment="only its shape is needed"))
-            elif reads:  # with no operands (a scalar) there is nothing to check
+            elif len(reads) > 1 or code.startswith("_reduced_shape"):  # (one always fits)
                 kept.append(Line(line.target, code, line.where,
                                  comment="not needed: this checks that the shapes fit"))
             shapes.update(reads)

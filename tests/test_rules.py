@@ -361,11 +361,12 @@ def test_every_custom_sympy_function_prints_as_one_operand():
     """A template printed inside a product or power keeps its meaning (no bare a + b)."""
     import sympy as sp
 
-    from symdiff import rules
+    from symdiff import rules, runtime
     from symdiff.emit import Printer
 
     a, b = sp.symbols("a b", real=True)
     printer = Printer()
+    env = {**vars(runtime), "np": np, "a": 0.7, "b": 2}  # the helpers some templates call
     for cls in rules._NumpyFunction.__subclasses__() + [rules.Round]:
         for args in ((a,), (a, b)):
             try:
@@ -373,8 +374,8 @@ def test_every_custom_sympy_function_prints_as_one_operand():
             except (TypeError, ValueError):
                 continue
             for wrapped in (3 * term, term ** 2, -term):
-                value = eval(printer.doprint(wrapped), {"np": np, "a": 0.7, "b": 2})  # noqa: S307
-                alone = eval(printer.doprint(term), {"np": np, "a": 0.7, "b": 2})  # noqa: S307
+                value = eval(printer.doprint(wrapped), dict(env))  # noqa: S307
+                alone = eval(printer.doprint(term), dict(env))  # noqa: S307
                 expected = {0: 3 * alone, 1: alone ** 2, 2: -alone}[
                     [3 * term, term ** 2, -term].index(wrapped)]
                 assert np.isclose(value, expected), (cls.__name__, printer.doprint(wrapped))

@@ -221,3 +221,42 @@ def test_reduced_shapes_are_the_reductions_shapes(shape, keepdims):
             x, axis=axis, keepdims=keepdims).shape, axis
     with pytest.raises(ValueError):
         _reduced_shape(x, len(shape), keepdims)
+
+
+P = load("""
+import numpy as np
+
+def pulled(x, s, w):
+    y = x * s * w / s ** 2 + s * np.exp(s) * x
+    return np.sum(np.tanh(y) * w)
+
+def normalized(E):
+    P = E / np.sum(E, axis=1, keepdims=True)
+    return np.sum(P ** 3)
+""")
+
+
+@pytest.mark.parametrize("shapes", [
+    ((3, 4), (3, 1), (4,)),
+    ((3, 4), (), (1, 4)),
+    ((2, 3, 4), (3, 1), ()),
+    ((4,), (4,), (4,)),
+    ((), (), ()),
+])
+def test_factors_of_the_operands_shape_are_multiplied_after_the_sum(shapes):
+    rng = np.random.default_rng(4)
+    args = tuple(rng.uniform(0.5, 1.5, s) if s else float(rng.uniform(0.5, 1.5))
+                 for s in shapes)
+    check_grad(P.pulled, args, wrt=(0, 1, 2))
+
+
+def test_a_quotient_reuses_its_value_and_sums_before_it_divides():
+    src = grad(P.normalized).source
+    assert "*_unbroadcast(P" in src, src
+    E = np.random.default_rng(5).uniform(0.5, 1.5, (3, 4))
+    check_grad(P.normalized, (E,))
+    s = E.sum(axis=1, keepdims=True)
+    Pm = E / s
+    dP = 3 * Pm ** 2
+    np.testing.assert_allclose(grad(P.normalized)(E), (dP - np.sum(dP * Pm, 1, keepdims=True)) / s,
+                               rtol=1e-12)
