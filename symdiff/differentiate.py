@@ -41,6 +41,7 @@ class Line:
     accumulate: bool = False
     like: str = ""
     comment: str = ""
+    in_place: bool = False  # accumulate into the target's own array (runtime._add_to)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class _Differentiator:
         self.hoisted: dict[int, dict[int, str]] = {}  # id(eqn) -> {id(call node): temp}
         self.tapes: dict[int, tuple] = {}  # id(loop) -> (tape, names, names set conditionally)
         self.shapes = shape_sources(ir)
+        self.arrays = _array_results(ir.eqns)
         # name -> (code, names it reads): its shape alone, where that is cheaper to have
         self.shape_only: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.must_run: set[str] = set()  # statements that may raise, and have no such code
@@ -139,7 +141,7 @@ class _Differentiator:
         return self.adj[name]
 
     def _accumulate(self, target, contribution, scope: _Scope, lines, where, like="",
-                    shape=None, exact=False):
+                    shape=None, exact=False, owned=False):
         # ``shape``: the sources of the contribution's shape, when summing it down to the
         # target's (like == target) may wait: contributions of one shape are added as they
         # are, and summed down once, when the adjoint is read (see _settle). ``exact``: it
@@ -156,8 +158,8 @@ class _Differentiator:
         elif exact:
             like = ""
         # An adjoint made here alone takes a scattered contribution in place.
-        owned = self.fresh.get(target) and target in scope.defined
-        if owned and scope.parent is None and not like and isinstance(contribution, str) \
+        mine = self.fresh.get(target) and target in scope.defined and scope.parent is None
+        if mine and not like and isinstance(contribution, str) \
                 and contribution.startswith("_scatter("):
             name = self.adj[target]
             lines.append(Line(name, f"_scatter_add({name}, {contribution[9:]}", where))
@@ -166,13 +168,16 @@ class _Differentiator:
         # without a copy): a sum is; a bare name (x, a CSE temporary, x itself through
         # _unbroadcast) may be the caller's array or another adjoint; in a block, unknown.
         self.fresh[target] = scope.parent is None and (
-            target in scope.defined or not _bare(contribution))
+            target in scope.defined or owned or not _bare(contribution))
         self.unit.discard(target)
         if target in scope.defined:
             self.ones.pop(target, None)
         name = self._adjoint(target)
         if target in scope.defined:
-            lines.append(Line(name, contribution, where, accumulate=True, like=like))
+            # Into an array of its own, in place: where array operations made the value
+            # (a scalar's adjoint is added as it is, without a helper's call).
+            lines.append(Line(name, contribution, where, accumulate=True, like=like,
+                              in_place=bool(mine) and self._made_by_arrays(target)))
         elif scope.parent is None or target in scope.local:
             lines.append(Line(name, contribution, where, like=like))
             scope.defined.add(target)
@@ -180,6 +185,10 @@ class _Differentiator:
             scope.preinit.append(target)
             scope.defined.add(target)
             lines.append(Line(name, contribution, where, accumulate=True, like=like))
+
+    def _made_by_arrays(self, name) -> bool:
+        """Whether an array operation's result is among what ``name``'s shape is made of."""
+        return not sources(self.shapes, name).isdisjoint(self.arrays)
 
     def _settle(self, target, lines, where=("", "")):
         """Sum an adjoint left larger than its variable down to the variable's shape."""
@@ -288,11 +297,17 @@ class _Differentiator:
         replacements, reduced = _cse([c for _, c in kept], temps)
         for t, value in replacements:
             group.append(Line(t.name, value, eqn.where))
+        # v's adjoint handed on as it is to one operand alone (dZ = dS for S = Z - m) is
+        # that operand's own array too, when v's was.
+        handed = [c for c in reduced if c == dv]
+        owned = len(handed) == 1 and self.fresh.get(eqn.out, False) and \
+            dv == symbol(self.adj[eqn.out])
         for (a, _), c, like in zip(kept, reduced, likes, strict=True):
             # Under the seed the value is a scalar, and so is every operand: the
             # contribution needs no summing down, though it may wait with the others.
             self._accumulate(a, c, scope, group, eqn.where, like,
-                             out_shape if like == a else None, exact=eqn.out in self.unit)
+                             out_shape if like == a else None, exact=eqn.out in self.unit,
+                             owned=owned and c == dv)
 
     def _sum_down_less(self, c, a):
         """``_unbroadcast(f * h, a)`` as ``f * _unbroadcast(h, a)``, where each factor in f
@@ -493,6 +508,20 @@ def _by_value(eqn: Eqn, a: str, partial):
     if k is None or not (k.is_Integer and k < 0) or (expr / x**k).has(x):
         return partial
     return k * symbol(eqn.out) / x
+
+
+def _array_results(items) -> set[str]:
+    """The names array operations (and stop_gradient, and values without gradient) bind."""
+    names = set()
+    for item in items:
+        if isinstance(item, Eqn):
+            if item.kind in ("array", "const", "stop_gradient"):
+                names.add(item.out)
+        elif isinstance(item, If):
+            names |= _array_results(item.then) | _array_results(item.orelse)
+        else:
+            names |= _array_results(item.body)
+    return names
 
 
 def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=()) -> list:

@@ -322,6 +322,17 @@ def _scatter(g, x, index):
     return out
 
 
+def _add_to(acc, g):
+    """``acc + g``, added into ``acc`` itself where it is an array that the gradient made
+    for this adjoint alone (the caller knows) and that can hold the sum."""
+    if type(acc) is np.ndarray and acc.flags.writeable and acc.flags.owndata and \
+            (np.shape(g) == acc.shape or np.ndim(g) == 0) and \
+            np.result_type(acc, g) == acc.dtype:
+        acc += g
+        return acc
+    return acc + g
+
+
 def _scatter_add(acc, g, x, index):
     """``acc + _scatter(g, x, index)``, added in place where ``acc`` is an array that the
     gradient made for this adjoint alone (the caller knows) and that can hold the sum."""

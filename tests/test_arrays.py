@@ -154,6 +154,46 @@ def test_scatter_add_adds_in_place_only_into_an_array_of_its_own():
         np.testing.assert_allclose(out, before + [1.0, 0.0, 0.0])
 
 
+def test_add_to_adds_in_place_only_into_an_array_of_its_own():
+    from symdiff.runtime import _add_to
+
+    owned = np.ones(3)
+    assert _add_to(owned, np.full(3, 2.0)) is owned and _add_to(owned, 1.0) is owned
+    np.testing.assert_allclose(owned, [4.0, 4.0, 4.0])
+    for acc, g in ((np.broadcast_to(np.ones(1), (3,)), 0.5), (np.ones(3, dtype=int), 0.5),
+                   (np.ones(6)[::2], 0.5), (np.ones(3), np.ones((2, 3))), (1.0, np.ones(3))):
+        before = np.array(acc, copy=True)
+        out = _add_to(acc, g)
+        assert out is not acc
+        np.testing.assert_array_equal(acc, before)
+        np.testing.assert_allclose(out, before + g)
+
+
+def test_gradients_handed_on_unchanged_are_never_one_array_twice():
+    f = load(HEADER + """
+def both(a, b):
+    s = a + b
+    return np.sum(np.sin(s))
+
+def one(z, w):
+    s = z - w
+    t = s[1:] * 2.0
+    return np.sum(np.sin(s)) + np.sum(t)
+""")
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal(4), rng.standard_normal(4)
+    da, db = grad(f.both, wrt=(0, 1))(a, b)
+    assert da is not db and not np.shares_memory(da, db)
+    np.testing.assert_allclose(da, np.cos(a + b))
+    da += 1.0
+    np.testing.assert_allclose(db, np.cos(a + b))
+    dz, dw = grad(f.one, wrt=(0, 1))(a, b)
+    expected = np.cos(a - b) + np.r_[0.0, 2.0, 2.0, 2.0]
+    np.testing.assert_allclose(dz, expected)
+    np.testing.assert_allclose(dw, -expected)
+    assert not np.shares_memory(dz, dw)
+
+
 def test_values_without_gradient_run_as_they_are():
     f = load(HEADER + """
 def f(x):
