@@ -130,6 +130,11 @@ class _Differentiator:
             values, shapes = _uses(backward)
             forward = _live(forward, values | {p for p, _ in grads}, shapes, self.shape_only,
                             self.must_run)
+        # An array read by the backward sweep only for its shape is let go after its last
+        # use in the forward one (its memory is free for the backward sweep).
+        values, shapes = _uses(backward)
+        values |= {p for p, _ in grads} | {self.ir.result}
+        forward = _release(forward, {n for n in shapes - values if self._made_by_arrays(n)})
         # The backward sweep may rebind the value's name (a loop's tape restores it).
         value = self.names.fresh("_value") if with_value and self.tapes else ""
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
@@ -295,6 +300,9 @@ class _Differentiator:
                 likes.append(like)
         temps = iter(lambda: symbol(self.names.fresh("_t", numbered=True)), None)
         replacements, reduced = _cse([c for _, c in kept], temps)
+        if dv == symbol(self.adj[eqn.out]) and self.fresh.get(eqn.out) and \
+                scope.parent is None and self._made_by_arrays(eqn.out):
+            replacements, reduced = _in_place(dv, replacements, reduced)
         for t, value in replacements:
             group.append(Line(t.name, value, eqn.where))
         # v's adjoint handed on as it is to one operand alone (dZ = dS for S = Z - m) is
@@ -498,6 +506,31 @@ class _SumDown(_NumpyFunction):
     numpy_template = "_unbroadcast({0}, {1})"
 
 
+class _Times(_NumpyFunction):
+    """``g * f`` computed in g's own array (runtime._times): g is not read again."""
+
+    nargs = 2
+    numpy_template = "_times({0}, {1})"
+
+
+def _in_place(dv, replacements, reduced):
+    """Where the adjoint ``dv`` (an array of its own, read nowhere after this equation)
+    is a factor of exactly one product, compute that product in dv's array."""
+    exprs = [v for _, v in replacements] + list(reduced)
+    users = [i for i, e in enumerate(exprs) if e.has(dv)]
+    if len(users) != 1:
+        return replacements, reduced
+    e = exprs[users[0]]
+    if not isinstance(e, sp.Mul) or dv not in e.args:
+        return replacements, reduced
+    rest = e / dv
+    if rest.has(dv) or rest.is_number and rest == 1:
+        return replacements, reduced
+    exprs[users[0]] = _Times(dv, rest)
+    n = len(replacements)
+    return [(t, v) for (t, _), v in zip(replacements, exprs[:n], strict=True)], exprs[n:]
+
+
 def _by_value(eqn: Eqn, a: str, partial):
     """d(c * a**k)/da for a negative power k as k * v / a, reusing the value v: fewer
     operations than recomputing c * a**(k - 1) (P = E / s gives dP/ds = -P/s)."""
@@ -508,6 +541,41 @@ def _by_value(eqn: Eqn, a: str, partial):
     if k is None or not (k.is_Integer and k < 0) or (expr / x**k).has(x):
         return partial
     return k * symbol(eqn.out) / x
+
+
+def _release(lines, names: set[str]) -> list:
+    """``x = _shape_of(x)`` after the last forward line that reads each of ``names`` for
+    its value (names assigned once, outside blocks)."""
+    assigned = [line.target for line in lines if isinstance(line, Line) and line.target]
+    inside = set(_assigned(lines))
+    names = {n for n in names if assigned.count(n) == 1 and n not in inside}
+    last: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        if isinstance(line, Line) and line.target in names:
+            last.setdefault(line.target, i)
+        read = set(_loads([line])) if isinstance(line, Block) else _uses([line])[0]
+        for n in read & names:
+            if n in last:
+                last[n] = i
+    out = list(lines)
+    for n, i in sorted(last.items(), key=lambda item: -item[1]):
+        if isinstance(lines[i], Line) and lines[i].target == n and \
+                str(lines[i].value).startswith(("_shape_of(", "_reduced_shape(")):
+            continue  # a stand-in already
+        out.insert(i + 1, Line(n, f"_shape_of({n})", lines[i].where,
+                               comment="only its shape is needed from here on"))
+    return out
+
+
+def _assigned(lines):
+    """The names assigned inside blocks (loops and branches), at any depth."""
+    for line in lines:
+        if isinstance(line, Block):
+            for inner in (*line.body, *line.orelse):
+                if isinstance(inner, Line) and inner.target:
+                    yield inner.target
+            yield from _assigned(line.body)
+            yield from _assigned(line.orelse)
 
 
 def _array_results(items) -> set[str]:

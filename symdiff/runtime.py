@@ -333,6 +333,16 @@ def _add_to(acc, g):
     return acc + g
 
 
+def _times(g, f):
+    """``g * f``, computed in ``g``'s own array where the caller knows g is not read again
+    and g is an array of its own that can hold the product."""
+    if type(g) is np.ndarray and g.flags.writeable and g.flags.owndata and \
+            (np.shape(f) == g.shape or np.ndim(f) == 0) and np.result_type(g, f) == g.dtype:
+        g *= f
+        return g
+    return g * f
+
+
 def _scatter_add(acc, g, x, index):
     """``acc + _scatter(g, x, index)``, added in place where ``acc`` is an array that the
     gradient made for this adjoint alone (the caller knows) and that can hold the sum."""

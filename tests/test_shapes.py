@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gradcheck import check_grad, fresh_module, load
 
-from symdiff import SymdiffError, grad
+from symdiff import SymdiffError, grad, value_and_grad
 from symdiff.lower import lower
 from symdiff.parse import parse
 from symdiff.runtime import _reduced_shape, _shape_of
@@ -260,3 +260,25 @@ def test_a_quotient_reuses_its_value_and_sums_before_it_divides():
     dP = 3 * Pm ** 2
     np.testing.assert_allclose(grad(P.normalized)(E), (dP - np.sum(dP * Pm, 1, keepdims=True)) / s,
                                rtol=1e-12)
+
+
+R = load("""
+import numpy as np
+
+def mlp(W1, b1, W2, X, y):
+    H = np.tanh(X @ W1 + b1)
+    return np.mean((H @ W2 - y) ** 2)
+""")
+
+
+def test_an_array_read_back_only_for_its_shape_is_let_go_after_its_last_use():
+    rng = np.random.default_rng(7)
+    args = (rng.standard_normal((4, 3)), rng.standard_normal(3), rng.standard_normal(3),
+            rng.standard_normal((5, 4)), rng.standard_normal(5))
+    for g in (grad(R.mlp, wrt=(0, 1, 2)), value_and_grad(R.mlp, wrt=(0, 1, 2))):
+        assert "= _shape_of(_t0)  # line 5: only its shape is needed from here on" in g.source
+    check_grad(R.mlp, args, wrt=(0, 1, 2))
+    value, grads = value_and_grad(R.mlp, wrt=(0, 1, 2))(*args)
+    assert value == R.mlp(*args)
+    for got, want in zip(grads, grad(R.mlp, wrt=(0, 1, 2))(*args), strict=True):
+        np.testing.assert_array_equal(got, want)
