@@ -58,7 +58,7 @@ class Gradient:
         if fn is None:
             fn = self._prepare().fn
         try:
-            return fn(*args, **kwargs)
+            return fn(*args, **kwargs) if kwargs else fn(*args)
         except (ZeroDivisionError, OverflowError) as e:
             built = self._built
             # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): if the

@@ -78,6 +78,8 @@ def _fit(g, x, copy=False):
     gradient), so it is copied even where its shape and type already fit.
     """
     if type(x) is float:  # the common scalar case, without NumPy's shape machinery
+        if type(g) is float:
+            return g
         if type(g) in _SCALARS:
             return float(g)
     if np.ndim(x) == 0 and not isinstance(x, np.ndarray):
@@ -96,7 +98,7 @@ def _not_in_place(value, message):
 
 def _check_scalar(value, name):
     """Refuse a non-scalar output: a gradient needs a scalar function."""
-    if type(value) in _SCALARS or np.ndim(value) == 0:
+    if type(value) is float or type(value) in _SCALARS or np.ndim(value) == 0:
         return
     raise SymdiffError(
         f"{name} returned an array of shape {np.shape(value)}; a gradient needs a scalar "
