@@ -132,9 +132,12 @@ class _Differentiator:
                             self.must_run)
         # An array read by the backward sweep only for its shape is let go after its last
         # use in the forward one (its memory is free for the backward sweep).
+        # One it does not read at all is deleted after its last use.
         values, shapes = _uses(backward)
         values |= {p for p, _ in grads} | {self.ir.result}
-        forward = _release(forward, {n for n in shapes - values if self._made_by_arrays(n)})
+        arrays = {line.target for line in forward if isinstance(line, Line) and line.target
+                  and self._made_by_arrays(line.target)} - values
+        forward = _release(forward, arrays & shapes, arrays - shapes)
         # The backward sweep may rebind the value's name (a loop's tape restores it).
         value = self.names.fresh("_value") if with_value and self.tapes else ""
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
@@ -543,27 +546,36 @@ def _by_value(eqn: Eqn, a: str, partial):
     return k * symbol(eqn.out) / x
 
 
-def _release(lines, names: set[str]) -> list:
-    """``x = _shape_of(x)`` after the last forward line that reads each of ``names`` for
-    its value (names assigned once, outside blocks)."""
+def _release(lines, shaped: set[str], dead: set[str]) -> list:
+    """After the last forward line that reads it for its value, each name in ``shaped``
+    becomes its shape (``x = _shape_of(x)``) and each name in ``dead`` is deleted (names
+    assigned once, outside blocks; read at least once)."""
     assigned = [line.target for line in lines if isinstance(line, Line) and line.target]
     inside = set(_assigned(lines))
-    names = {n for n in names if assigned.count(n) == 1 and n not in inside}
+    names = {n for n in shaped | dead if assigned.count(n) == 1 and n not in inside}
+    defined: dict[str, int] = {}
     last: dict[str, int] = {}
     for i, line in enumerate(lines):
-        if isinstance(line, Line) and line.target in names:
-            last.setdefault(line.target, i)
-        read = set(_loads([line])) if isinstance(line, Block) else _uses([line])[0]
+        if isinstance(line, Block):
+            read = set(_loads([line]))
+        else:  # a name read for its shape alone is still read, unless it has its shape
+            values, shapes = _uses([line])
+            read = values | (shapes - shaped)
         for n in read & names:
-            if n in last:
+            if n in defined:
                 last[n] = i
+        if isinstance(line, Line) and line.target in names:
+            defined[line.target] = i
     out = list(lines)
-    for n, i in sorted(last.items(), key=lambda item: -item[1]):
-        if isinstance(lines[i], Line) and lines[i].target == n and \
-                str(lines[i].value).startswith(("_shape_of(", "_reduced_shape(")):
-            continue  # a stand-in already
-        out.insert(i + 1, Line(n, f"_shape_of({n})", lines[i].where,
-                               comment="only its shape is needed from here on"))
+    for i in sorted(set(last.values()), reverse=True):
+        where = getattr(lines[i], "where", ("", ""))
+        for n in sorted(n for n, j in last.items() if j == i and n in shaped):
+            out.insert(i + 1, Line(n, f"_shape_of({n})", where,
+                                   comment="only its shape is needed from here on"))
+        gone = sorted(n for n, j in last.items() if j == i and n not in shaped)
+        if gone:
+            out.insert(i + 1, Line("", f"del {', '.join(gone)}", where,
+                                   comment="not needed any more: its memory is free"))
     return out
 
 
