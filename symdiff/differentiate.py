@@ -110,6 +110,7 @@ class _Differentiator:
         # their shape: name -> whether it is the mean.
         self.ones: dict[str, bool] = {}
         self.raw: dict[str, frozenset] = {}  # adjoints not summed down yet: their shapes
+        self.views: set[str] = set()  # adjoints that are read-only views (np.broadcast_to)
         self.exact: dict[str, bool] = {}  # of those, the ones that need no summing after all
         backward = self._backward(self.ir.eqns, top)
         self._settle_all(backward)
@@ -177,6 +178,11 @@ class _Differentiator:
         # _unbroadcast) may be the caller's array or another adjoint; in a block, unknown.
         self.fresh[target] = scope.parent is None and (
             target in scope.defined or owned or not _bare(contribution))
+        # A spread reduction's adjoint is a read-only view: nothing to write into.
+        if target in scope.defined:
+            self.views.discard(target)
+        elif _is_call(contribution, "_unreduce"):
+            self.views.add(target)
         self.unit.discard(target)
         if target in scope.defined:
             self.ones.pop(target, None)
@@ -304,7 +310,8 @@ class _Differentiator:
         temps = iter(lambda: symbol(self.names.fresh("_t", numbered=True)), None)
         replacements, reduced = _cse([c for _, c in kept], temps)
         if dv == symbol(self.adj[eqn.out]) and self.fresh.get(eqn.out) and \
-                scope.parent is None and self._made_by_arrays(eqn.out):
+                eqn.out not in self.views and scope.parent is None and \
+                self._made_by_arrays(eqn.out):
             replacements, reduced = _in_place(dv, replacements, reduced)
         for t, value in replacements:
             group.append(Line(t.name, value, eqn.where))
@@ -544,6 +551,15 @@ def _by_value(eqn: Eqn, a: str, partial):
     if k is None or not (k.is_Integer and k < 0) or (expr / x**k).has(x):
         return partial
     return k * symbol(eqn.out) / x
+
+
+def _is_call(code, name: str) -> bool:
+    """Whether ``code`` (text) is one call of the function ``name``, as a whole."""
+    if not isinstance(code, str) or not code.startswith(name + "("):
+        return False
+    node = ast.parse(code, mode="eval").body
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+        node.func.id == name
 
 
 def _release(lines, shaped: set[str], dead: set[str]) -> list:

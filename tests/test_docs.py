@@ -1,5 +1,7 @@
 """The README and the examples stay true: the coverage table is current, examples run."""
 
+import os
+import re
 import runpy
 import subprocess
 import sys
@@ -14,6 +16,19 @@ def test_readme_coverage_table_is_generated_from_the_rules():
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "coverage.py"), "--check"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stdout
+
+
+def test_readme_example_prints_the_source_the_readme_shows(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    example, shown = re.findall(r"```python\n(.*?)```", readme, re.S)[:2]
+    path = tmp_path / "example.py"
+    path.write_text(example)
+    run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         env=dict(os.environ, SYMDIFF_CACHE_DIR="off"))
+    assert run.returncode == 0, run.stderr
+    printed = run.stdout[run.stdout.index("def grad_loss"):]
+    # After the docstring, which the README shortens, line for line.
+    assert printed.rstrip("\n").splitlines()[6:] == shown.splitlines()[4:]
 
 
 def test_stable_softmax_example_runs_and_matches(capsys):
