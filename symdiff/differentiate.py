@@ -471,8 +471,9 @@ class _Differentiator:
                                         (a,))
 
     def _forward_loop(self, item: Loop) -> list:
-        out = [Line(phi, init or "None", item.where, comment="carried from one iteration "
-                    "to the next") for phi, init, _ in item.carried]
+        out = [Line(phi, init or f"_unbound({name!r})", item.where,
+                    comment="carried from one iteration to the next")
+               for (phi, init, _), name in zip(item.carried, item.names, strict=True)]
         tape = self.tapes.get(id(item))
         body = self._forward(item.body)
         if tape is not None:

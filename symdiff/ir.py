@@ -106,6 +106,7 @@ class Loop:
     break_flag: str | None
     line: int
     where: tuple[str, str] = ("", "")
+    names: tuple[str, ...] = ()  # the user's name of each carried variable
 
 
 def symbol(name: str) -> sp.Symbol:

@@ -88,7 +88,7 @@ class Loops:
             "for" if isinstance(stmt, ast.For) else "while", header,
             target[1] if target else None,
             tuple((phi, init, nxt) for (phi, init), nxt in zip(phis, nexts, strict=True)),
-            tuple(eqns), flag_name, line, where))
+            tuple(eqns), flag_name, line, where, tuple(carried)))
 
     def _iteration(self, stmt):
         """A for loop's header code, its index variable, and the names it binds each step.

@@ -373,13 +373,15 @@ class _Lowering(Expressions, Loops):
                 env[name] = t
                 continue
             if t is None or e is None:
-                # Bound on one path only: None on the other (where Python would leave it
-                # unbound), so that every name the generated code copies exists.
+                # Bound on one path only: on the other (where Python would leave it
+                # unbound), a stand-in whose every use raises UnboundLocalError, so that
+                # every name the generated code copies exists.
                 none = self._ssa(name)
                 self.bound.add(none)
                 self.env_maybe_unbound.add(none)
+                unbound = ast.Call(ast.Name("_unbound", ast.Load()), [ast.Constant(name)], [])
                 (then if t is None else orelse).append(Eqn(
-                    none, "const", ast.Constant(None), line, (), False, where))
+                    none, "const", unbound, line, (), False, where))
                 t, e = (none, e) if t is None else (t, none)
             merged = self._ssa(name)
             self.bound.add(merged)

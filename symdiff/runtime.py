@@ -57,8 +57,9 @@ def _unbroadcast(g, x, like=None):
 
 
 def _zeros(x):
-    """A zero adjoint shaped like ``x``: where nothing has flowed back yet."""
-    if type(x) in _SCALARS:
+    """A zero adjoint shaped like ``x``: where nothing has flowed back yet (a scalar zero
+    for a variable not assigned yet, which nothing can have read)."""
+    if type(x) in _SCALARS or type(x) is _Unbound:
         return 0.0
     return np.zeros(np.shape(x))
 
@@ -169,6 +170,34 @@ def _reduced_shape(x, axis=None, keepdims=False):
     axes = _axes(axis, len(shape))
     return _Shape(1 if i in axes else n for i, n in enumerate(shape)
                   if keepdims or i not in axes)
+
+
+class _Unbound:
+    """What a local name holds where the function had not assigned it on the path it took:
+    any use of it raises UnboundLocalError, as reading the name in the function would."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def _unbound(self, *args, **kwargs):
+        raise UnboundLocalError(f"cannot access local variable {self.name!r} where it is "
+                                "not associated with a value")
+
+    __getattr__ = __array__ = __array_ufunc__ = __array_function__ = _unbound
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _unbound
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _unbound
+    __pow__ = __rpow__ = __matmul__ = __rmatmul__ = __neg__ = __pos__ = __abs__ = _unbound
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _unbound
+    __bool__ = __float__ = __int__ = __index__ = __len__ = __iter__ = __getitem__ = _unbound
+    __round__ = __floor__ = __ceil__ = __trunc__ = _unbound
+    __hash__ = object.__hash__
+
+
+def _unbound(name):
+    """The stand-in for the local variable ``name`` on a path that does not assign it."""
+    return _Unbound(name)
 
 
 def _size(*values):

@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 import pytest
-from gradcheck import agrees, equals, fresh_module, load, numeric_grad
+from gradcheck import agrees, check_grad, equals, fresh_module, load, numeric_grad
 from gradcheck import contract_grads as run
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -1365,7 +1365,7 @@ def test_module_attribute_function_rebound():
     np.testing.assert_allclose(g(x), np.cos(x))
 
 
-# --- bugs: names that are unbound where the function reads them ----------------------------
+# --- names that are unbound where the function reads them --------------------------------
 
 UNBOUND = load("""
 import numpy as np
@@ -1387,23 +1387,20 @@ def bound_in_loop_that_runs_zero_times(x, n):
 """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a name bound on some paths only is None on the others in the generated code "
-    "(lower._Lowering._if, a loop's carried initial value), so where the function raises "
-    "UnboundLocalError the gradient raises TypeError (None * float), or returns: "
-    "np.size(None) is 1, and np.sum(None) is None, which _check_scalar accepts, so "
-    "value_and_grad gives (None, zeros) for a loop that ran zero times"))
-@pytest.mark.parametrize("name, args", [
-    ("bound_in_one_branch", (V3, -1.0)),
-    ("size_of_name_bound_in_one_branch", (V3, -1.0)),
-    ("bound_in_loop_that_runs_zero_times", (V3, 0)),
+@pytest.mark.parametrize("name, args, bound", [
+    ("bound_in_one_branch", (V3, -1.0), (V3, 1.0)),
+    ("size_of_name_bound_in_one_branch", (V3, -1.0), (V3, 1.0)),
+    ("bound_in_loop_that_runs_zero_times", (V3, 0), (V3, 2)),
 ])
-def test_reading_an_unbound_name(name, args):
+def test_reading_an_unbound_name(name, args, bound):
     f = getattr(UNBOUND, name)
-    with pytest.raises(UnboundLocalError):
+    with pytest.raises(UnboundLocalError, match="'y'"):
         f(*args)
-    with pytest.raises((UnboundLocalError, SymdiffError)):
+    with pytest.raises(UnboundLocalError, match="'y'"):
         value_and_grad(f)(*args)
+    with pytest.raises(UnboundLocalError, match="'y'"):
+        grad(f)(*args)
+    check_grad(f, bound)  # where the path assigns it, all is as before
 
 
 # --- statements whose value the gradient does not need still raise where they would ------

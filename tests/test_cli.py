@@ -483,6 +483,27 @@ def test_output_copies_the_stand_in_for_values_needed_only_for_their_shape(tmp_p
     np.testing.assert_allclose(namespace["grad_xent"](z, t)[0], (p - t) / 4, rtol=1e-12)
 
 
+def test_output_raises_unbound_local_error_where_the_function_would(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+
+        def f(x: "(3,)", c: "()"):
+            if c > 0:
+                y = x * 2.0
+            return np.sum(y * x)
+        """)
+    out_path = tmp_path / "g.py"
+    assert run(capsys, path, "-o", str(out_path), "--wrt", "x")[0] == 0
+    text = out_path.read_text()
+    assert "class _Unbound:" in text
+    namespace = {}
+    exec(compile(text, str(out_path), "exec"), namespace)
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(namespace["grad_f"](x, 1.0), 4 * x)
+    with pytest.raises(UnboundLocalError, match="'y'"):
+        namespace["grad_f"](x, -1.0)
+
+
 # --- the generated code in a debugger ---
 
 
