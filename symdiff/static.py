@@ -295,17 +295,39 @@ def _scope_locals(fn) -> frozenset[str]:
 
 class script_path:
     """Put the file's directory first on sys.path while its imports are resolved, as
-    ``python FILE`` would, so that a module next to it is found."""
+    ``python FILE`` would, so that a module next to it is found.
+
+    A module that imports FILE back (a circular import) gets a stand-in module meanwhile,
+    not FILE run: reading one of its names at import time fails, and is reported.
+    """
 
     def __init__(self, path):
         self.dir = os.path.dirname(os.path.abspath(path))
+        stem = os.path.splitext(os.path.basename(path))[0]
+        self.name = os.path.basename(self.dir) if stem == "__init__" else stem
+        self.stand_in = None
 
     def __enter__(self):
         sys.path.insert(0, self.dir)
+        if self.name.isidentifier() and self.name not in sys.modules:
+            self.stand_in = _NotRun(self.name)
+            sys.modules[self.name] = self.stand_in
 
     def __exit__(self, *exc):
         if sys.path and sys.path[0] == self.dir:
             del sys.path[0]
+        if self.stand_in is not None and sys.modules.get(self.name) is self.stand_in:
+            del sys.modules[self.name]
+
+
+class _NotRun(types.ModuleType):
+    """FILE, as a module it imports sees it while the CLI reads it: none of its names."""
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise AttributeError(f"module {self.__name__!r} is being read by symdiff without "
+                             f"running it, so {attr!r} has no value")
 
 
 class _NotConstant(Exception):

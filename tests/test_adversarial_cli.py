@@ -402,9 +402,6 @@ def test_a_sibling_module_that_exits_on_import_does_not_end_the_cli(tmp_path, ca
     assert status == 0 and out.startswith("def grad_f(x):")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FILE is run by the static reader when a module it imports imports FILE back "
-    "(circular import): README says FILE is read, not run, except by --check"))
 def test_a_circular_import_does_not_run_the_file(tmp_path, capsys):
     name, helpers = unique("adv_model"), unique("adv_utils")
     (tmp_path / f"{helpers}.py").write_text(
@@ -417,11 +414,34 @@ def test_a_circular_import_does_not_run_the_file(tmp_path, capsys):
             return helper(x) * 2.0
         """, name=f"{name}.py")
     try:
-        _, out, err = run(capsys, path)
+        status, out, err = run(capsys, path)
     finally:
         for n in (name, helpers):
             sys.modules.pop(n, None)
     assert "THE FILE WAS RUN" not in out + err
+    assert status == 0 and out.startswith("def grad_f(x):"), err
+
+
+def test_a_circular_import_that_reads_the_file_is_reported_not_run(tmp_path, capsys):
+    name, helpers = unique("adv_model"), unique("adv_utils")
+    (tmp_path / f"{helpers}.py").write_text(
+        f"from {name} import SCALE\n\ndef helper(u):\n    return u * SCALE\n")
+    path = write(tmp_path, f"""\
+        print("THE FILE WAS RUN")
+        SCALE = 3.0
+        from {helpers} import helper
+
+        def f(x):
+            return helper(x) * 2.0
+        """, name=f"{name}.py")
+    try:
+        status, out, err = run(capsys, path)
+    finally:
+        for n in (name, helpers):
+            sys.modules.pop(n, None)
+    assert "THE FILE WAS RUN" not in out + err
+    assert status != 0 and f"from {helpers} import helper failed" in err, err
+    assert "cannot import name 'SCALE'" in err
 
 
 def test_the_optional_import_fallback_in_an_except_handler_is_read(tmp_path, capsys):
