@@ -176,10 +176,11 @@ def build_source(parsed, wrt, with_value=False, as_tuple=False):
     from .differentiate import differentiate
     from .emit import emit
     from .lower import lower
+    from .prune import prune
 
     try:
         ir = lower(parsed, wrt)
-        return ir, emit(differentiate(ir, with_value, as_tuple))
+        return ir, emit(prune(differentiate(ir, with_value, as_tuple)))
     except SymdiffError:
         raise
     except Exception as e:  # a bug of ours: still say where, and not as a SymPy traceback

@@ -22,7 +22,7 @@ import sympy as sp
 
 from .ir import IR, Eqn, If, Loop, Names, symbol
 from .rules import _NumpyFunction
-from .shapes import shape_sources, sources
+from .shapes import array_results, shape_sources, sources
 
 
 @dataclass(frozen=True)
@@ -94,10 +94,7 @@ class _Differentiator:
         self.hoisted: dict[int, dict[int, str]] = {}  # id(eqn) -> {id(call node): temp}
         self.tapes: dict[int, tuple] = {}  # id(loop) -> (tape, names, names set conditionally)
         self.shapes = shape_sources(ir)
-        self.arrays = _array_results(ir.eqns)
-        # name -> (code, names it reads): its shape alone, where that is cheaper to have
-        self.shape_only: dict[str, tuple[str, tuple[str, ...]]] = {}
-        self.must_run: set[str] = set()  # statements that may raise, and have no such code
+        self.arrays = array_results(ir)
         _mark_active(ir.eqns, self.active)
 
     def run(self, with_value, as_tuple) -> Program:
@@ -123,22 +120,8 @@ class _Differentiator:
                                       adj in [a for _, a in grads[:i]])
                        for i, (p, adj) in enumerate(grads))
         # A value that is certainly a scalar (a full reduction, say) needs no check; then,
-        # if the value is not returned either, what only computes it need not run.
+        # if the value is not returned either, what only computes it need not run (prune).
         check = sources(self.shapes, self.ir.result) != frozenset()
-        backward = _live(backward, {adj for _, adj in grads if adj})
-        if not with_value and not check:
-            # ... and a value the backward sweep reads only the shape of is not computed.
-            values, shapes = _uses(backward)
-            forward = _live(forward, values | {p for p, _ in grads}, shapes, self.shape_only,
-                            self.must_run)
-        # An array read by the backward sweep only for its shape is let go after its last
-        # use in the forward one (its memory is free for the backward sweep).
-        # One it does not read at all is deleted after its last use.
-        values, shapes = _uses(backward)
-        values |= {p for p, _ in grads} | {self.ir.result}
-        arrays = {line.target for line in forward if isinstance(line, Line) and line.target
-                  and self._made_by_arrays(line.target)} - values
-        forward = _release(forward, arrays & shapes, arrays - shapes)
         # The backward sweep may rebind the value's name (a loop's tape restores it).
         value = self.names.fresh("_value") if with_value and self.tapes else ""
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
@@ -429,7 +412,6 @@ class _Differentiator:
                     if id(node) in calls:
                         out.append(Line(calls[id(node)], _replace(node, calls, skip=id(node)),
                                         item.where))
-                self._shape_only(item)
                 out.append(Line(item.out, _replace(item.code, calls), item.where,
                                 comment="stop_gradient: no gradient flows back"
                                 if item.kind == "stop_gradient" else ""))
@@ -443,32 +425,6 @@ class _Differentiator:
             else:
                 out.extend(self._forward_loop(item))
         return out
-
-    def _shape_only(self, eqn: Eqn):
-        """How to have just the shape of ``eqn``'s value, if that is known without it.
-
-        np.max and np.min of an empty array raise, and so does an array operation on
-        shapes that do not fit: those always run (``must_run``).
-        """
-        reduction = eqn.kind == "array" and eqn.op.names[0] in _REDUCTIONS
-        found = sources(self.shapes, eqn.out)
-        if eqn.kind == "array" and not reduction:
-            self.must_run.add(eqn.out)
-        elif found != {eqn.out}:  # the broadcast of its sources; or a scalar
-            names = tuple(sorted(found))
-            self.shape_only[eqn.out] = (f"_shape_of({', '.join(names)})", names)
-        elif not reduction:
-            self.must_run.add(eqn.out)
-        else:
-            fields = {**eqn.op.defaults, **dict(eqn.statics)}
-            try:  # only a literal axis: a name would have to be computed, and may not be
-                axis, keepdims = (ast.literal_eval(fields[k]) for k in ("axis", "keepdims"))
-            except ValueError:
-                self.must_run.add(eqn.out)
-                return
-            (a,) = [n for p, n, _ in eqn.operands if p == "a"]
-            self.shape_only[eqn.out] = (f"_reduced_shape({a}, {axis!r}, {keepdims!r})",
-                                        (a,))
 
     def _forward_loop(self, item: Loop) -> list:
         out = [Line(phi, init or f"_unbound({name!r})", item.where,
@@ -561,135 +517,6 @@ def _is_call(code, name: str) -> bool:
     node = ast.parse(code, mode="eval").body
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
         node.func.id == name
-
-
-def _release(lines, shaped: set[str], dead: set[str]) -> list:
-    """After the last forward line that reads it for its value, each name in ``shaped``
-    becomes its shape (``x = _shape_of(x)``) and each name in ``dead`` is deleted (names
-    assigned once, outside blocks; read at least once)."""
-    assigned = [line.target for line in lines if isinstance(line, Line) and line.target]
-    inside = set(_assigned(lines))
-    names = {n for n in shaped | dead if assigned.count(n) == 1 and n not in inside}
-    defined: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for i, line in enumerate(lines):
-        if isinstance(line, Block):
-            read = set(_loads([line]))
-        else:  # a name read for its shape alone is still read, unless it has its shape
-            values, shapes = _uses([line])
-            read = values | (shapes - shaped)
-        for n in read & names:
-            if n in defined:
-                last[n] = i
-        if isinstance(line, Line) and line.target in names:
-            defined[line.target] = i
-    out = list(lines)
-    for i in sorted(set(last.values()), reverse=True):
-        where = getattr(lines[i], "where", ("", ""))
-        for n in sorted(n for n, j in last.items() if j == i and n in shaped):
-            out.insert(i + 1, Line(n, f"_shape_of({n})", where,
-                                   comment="only its shape is needed from here on"))
-        gone = sorted(n for n, j in last.items() if j == i and n not in shaped)
-        if gone:
-            out.insert(i + 1, Line("", f"del {', '.join(gone)}", where,
-                                   comment="not needed any more: its memory is free"))
-    return out
-
-
-def _assigned(lines):
-    """The names assigned inside blocks (loops and branches), at any depth."""
-    for line in lines:
-        if isinstance(line, Block):
-            for inner in (*line.body, *line.orelse):
-                if isinstance(inner, Line) and inner.target:
-                    yield inner.target
-            yield from _assigned(line.body)
-            yield from _assigned(line.orelse)
-
-
-def _array_results(items) -> set[str]:
-    """The names array operations (and stop_gradient, and values without gradient) bind."""
-    names = set()
-    for item in items:
-        if isinstance(item, Eqn):
-            if item.kind in ("array", "const", "stop_gradient"):
-                names.add(item.out)
-        elif isinstance(item, If):
-            names |= _array_results(item.then) | _array_results(item.orelse)
-        else:
-            names |= _array_results(item.body)
-    return names
-
-
-def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=()) -> list:
-    """The lines that compute ``needed`` (straight-line ones; blocks all stay).
-
-    A line whose value is not needed becomes the computation of its shape alone where
-    ``shape_only`` says how (a name in ``shapes`` is needed for that; for any other, it
-    raises where the shapes do not fit, as the statement would). Lines in ``must_run``
-    stay, whether needed or not; the rest (a call a derivative reuses) go.
-    """
-    kept = []
-    shapes = set(shapes)
-    shape_only = shape_only or {}
-    for line in reversed(lines):
-        if isinstance(line, Block) or not line.target or line.target in needed:
-            kept.append(line)
-            needed.update(_loads([line]))
-        elif line.target in shape_only:
-            code, reads = shape_only[line.target]
-            if line.target in shapes:
-                kept.append(Line(line.target, code, line.where,
-                                 comment="only its shape is needed"))
-            elif len(reads) > 1 or code.startswith("_reduced_shape"):  # (one always fits)
-                kept.append(Line(line.target, code, line.where,
-                                 comment="not needed: this checks that the shapes fit"))
-            shapes.update(reads)
-        elif line.target in shapes or line.target in must_run:
-            kept.append(line)
-            needed.update(_loads([line]))
-    return kept[::-1]
-
-
-# Helpers of runtime.py that read only the shape of some arguments: name -> positions.
-_SHAPE_ARGUMENTS = {"_unbroadcast": (1, 2), "_unreduce": (1,), "_count": (0, 1),
-                    "_zeros": (0,), "_size": range(99), "_shape_of": range(99),
-                    "_reduced_shape": (0,)}
-# Reductions whose result's shape follows from the operand's (np.max, np.min: not
-# quite, they raise on an empty array).
-_REDUCTIONS = {"np.sum", "np.mean", "np.prod", "np.var", "np.std"}
-
-
-def _uses(lines) -> tuple[set[str], set[str]]:
-    """The names backward ``lines`` read: (for their values, for their shapes only)."""
-    values, shapes = set(), set()
-    for line in lines:
-        if isinstance(line, Block):
-            values.update(_loads([line]))
-            continue
-        shapes.update(_IDENT.findall(line.like))
-        if not isinstance(line.value, str):
-            values.update(_loads([dataclasses.replace(line, like="")]))
-            continue
-        if line.accumulate:
-            values.add(line.target)
-        try:
-            tree = ast.parse(line.value, mode="eval")
-        except SyntaxError:
-            values.update(_IDENT.findall(line.value))
-            continue
-        only_shape = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                    node.func.id in _SHAPE_ARGUMENTS:
-                for i, arg in enumerate(node.args):
-                    if i in _SHAPE_ARGUMENTS[node.func.id]:
-                        parts = arg.elts if isinstance(arg, ast.Tuple) else [arg]
-                        only_shape.update(id(p) for p in parts if isinstance(p, ast.Name))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name):
-                (shapes if id(node) in only_shape else values).add(node.id)
-    return values, shapes
 
 
 def _mark_active(items, active):

@@ -48,6 +48,26 @@ def sources(found: dict[str, Sources], name: str) -> Sources:
     return found.get(name, frozenset((name,)))
 
 
+def array_results(ir: IR) -> set[str]:
+    """The names array operations (and stop_gradient, and values without gradient) bind:
+    a value whose sources include one of these is an array, not a Python number."""
+    return _array_results(ir.eqns)
+
+
+def _array_results(items) -> set[str]:
+    """The names array operations (and stop_gradient, and values without gradient) bind."""
+    names = set()
+    for item in items:
+        if isinstance(item, Eqn):
+            if item.kind in ("array", "const", "stop_gradient"):
+                names.add(item.out)
+        elif isinstance(item, If):
+            names |= _array_results(item.then) | _array_results(item.orelse)
+        else:
+            names |= _array_results(item.body)
+    return names
+
+
 def _walk(items, found, functions, np_alias):
     for item in items:
         if isinstance(item, Eqn):

@@ -1,0 +1,192 @@
+"""Adjoint program -> the same program doing less: what the backward sweep does not read is
+not computed, what it reads only the shape of is a shape, and arrays are let go after their
+last use, so that their memory is free for what follows.
+
+Runs between ``differentiate`` and ``emit``. The forward sweep is the function's own code;
+``grad`` (not ``value_and_grad``) of a function whose value is certainly a scalar does not
+need that value, so the statements that only compute it go, except where they could raise
+(then they stay, or become a check of their operands' shapes, ``_shape_of``). A value the
+backward sweep reads only the shape of (``_unbroadcast(g, x)``: x) becomes a ``_Shape``
+stand-in, which fails loudly if anything reads it as a value.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from .differentiate import _IDENT, Block, Line, Program, _loads
+from .ir import Eqn
+from .shapes import array_results, shape_sources, sources
+
+
+def prune(program: Program) -> Program:
+    """``program`` with its backward sweep cut to what the gradients need, and its forward
+    sweep to what the backward sweep (and the value, when returned or checked) needs.
+
+    In ``np.log(np.sum(np.exp(z))) - np.sum(t * z)`` differentiated in z, ``t * z`` is
+    never computed: the backward sweep needs its shape alone (``_shape_of(t, z)``).
+    """
+    ir, grads = program.ir, program.grads
+    shapes = shape_sources(ir)
+    arrays = array_results(ir)
+    backward = _live(list(program.backward), {adj for _, adj in grads if adj})
+    forward = list(program.forward)
+    if not program.with_value and not program.check:
+        values, shaped = _uses(backward)
+        stand_ins: dict[str, tuple[str, tuple[str, ...]]] = {}
+        must_run: set[str] = set()
+        for eqn in ir.eqns:
+            if isinstance(eqn, Eqn) and eqn.out:
+                _stand_in(eqn, shapes, stand_ins, must_run)
+        forward = _live(forward, values | {p for p, _ in grads}, shaped, stand_ins, must_run)
+    # An array read by the backward sweep only for its shape is let go after its last use
+    # in the forward one; one it does not read at all is deleted after its last use.
+    values, shaped = _uses(backward)
+    values |= {p for p, _ in grads} | {ir.result}
+    made = {line.target for line in forward if isinstance(line, Line) and line.target
+            and not sources(shapes, line.target).isdisjoint(arrays)} - values
+    forward = _release(forward, made & shaped, made - shaped)
+    return dataclasses.replace(program, forward=tuple(forward), backward=tuple(backward))
+
+
+def _stand_in(eqn: Eqn, shapes, stand_ins, must_run):
+    """How to have just the shape of ``eqn``'s value, if that is known without it.
+
+    np.max and np.min of an empty array raise, and so does an array operation on
+    shapes that do not fit: those always run (``must_run``).
+    """
+    reduction = eqn.kind == "array" and eqn.op.names[0] in _REDUCTIONS
+    found = sources(shapes, eqn.out)
+    if eqn.kind == "array" and not reduction:
+        must_run.add(eqn.out)
+    elif found != {eqn.out}:  # the broadcast of its sources; or a scalar
+        names = tuple(sorted(found))
+        stand_ins[eqn.out] = (f"_shape_of({', '.join(names)})", names)
+    elif not reduction:
+        must_run.add(eqn.out)
+    else:
+        fields = {**eqn.op.defaults, **dict(eqn.statics)}
+        try:  # only a literal axis: a name would have to be computed, and may not be
+            axis, keepdims = (ast.literal_eval(fields[k]) for k in ("axis", "keepdims"))
+        except ValueError:
+            must_run.add(eqn.out)
+            return
+        (a,) = [n for p, n, _ in eqn.operands if p == "a"]
+        stand_ins[eqn.out] = (f"_reduced_shape({a}, {axis!r}, {keepdims!r})",
+                                    (a,))
+
+
+def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=()) -> list:
+    """The lines that compute ``needed`` (straight-line ones; blocks all stay).
+
+    A line whose value is not needed becomes the computation of its shape alone where
+    ``shape_only`` says how (a name in ``shapes`` is needed for that; for any other, it
+    raises where the shapes do not fit, as the statement would). Lines in ``must_run``
+    stay, whether needed or not; the rest (a call a derivative reuses) go.
+    """
+    kept = []
+    shapes = set(shapes)
+    shape_only = shape_only or {}
+    for line in reversed(lines):
+        if isinstance(line, Block) or not line.target or line.target in needed:
+            kept.append(line)
+            needed.update(_loads([line]))
+        elif line.target in shape_only:
+            code, reads = shape_only[line.target]
+            if line.target in shapes:
+                kept.append(Line(line.target, code, line.where,
+                                 comment="only its shape is needed"))
+            elif len(reads) > 1 or code.startswith("_reduced_shape"):  # (one always fits)
+                kept.append(Line(line.target, code, line.where,
+                                 comment="not needed: this checks that the shapes fit"))
+            shapes.update(reads)
+        elif line.target in shapes or line.target in must_run:
+            kept.append(line)
+            needed.update(_loads([line]))
+    return kept[::-1]
+
+
+# Helpers of runtime.py that read only the shape of some arguments: name -> positions.
+_SHAPE_ARGUMENTS = {"_unbroadcast": (1, 2), "_unreduce": (1,), "_count": (0, 1),
+                    "_zeros": (0,), "_size": range(99), "_shape_of": range(99),
+                    "_reduced_shape": (0,)}
+# Reductions whose result's shape follows from the operand's (np.max, np.min: not
+# quite, they raise on an empty array).
+_REDUCTIONS = {"np.sum", "np.mean", "np.prod", "np.var", "np.std"}
+
+
+def _uses(lines) -> tuple[set[str], set[str]]:
+    """The names backward ``lines`` read: (for their values, for their shapes only)."""
+    values, shapes = set(), set()
+    for line in lines:
+        if isinstance(line, Block):
+            values.update(_loads([line]))
+            continue
+        shapes.update(_IDENT.findall(line.like))
+        if not isinstance(line.value, str):
+            values.update(_loads([dataclasses.replace(line, like="")]))
+            continue
+        if line.accumulate:
+            values.add(line.target)
+        try:
+            tree = ast.parse(line.value, mode="eval")
+        except SyntaxError:
+            values.update(_IDENT.findall(line.value))
+            continue
+        only_shape = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in _SHAPE_ARGUMENTS:
+                for i, arg in enumerate(node.args):
+                    if i in _SHAPE_ARGUMENTS[node.func.id]:
+                        parts = arg.elts if isinstance(arg, ast.Tuple) else [arg]
+                        only_shape.update(id(p) for p in parts if isinstance(p, ast.Name))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                (shapes if id(node) in only_shape else values).add(node.id)
+    return values, shapes
+
+
+def _release(lines, shaped: set[str], dead: set[str]) -> list:
+    """After the last forward line that reads it for its value, each name in ``shaped``
+    becomes its shape (``x = _shape_of(x)``) and each name in ``dead`` is deleted (names
+    assigned once, outside blocks; read at least once)."""
+    assigned = [line.target for line in lines if isinstance(line, Line) and line.target]
+    inside = set(_assigned(lines))
+    names = {n for n in shaped | dead if assigned.count(n) == 1 and n not in inside}
+    defined: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        if isinstance(line, Block):
+            read = set(_loads([line]))
+        else:  # a name read for its shape alone is still read, unless it has its shape
+            values, shapes = _uses([line])
+            read = values | (shapes - shaped)
+        for n in read & names:
+            if n in defined:
+                last[n] = i
+        if isinstance(line, Line) and line.target in names:
+            defined[line.target] = i
+    out = list(lines)
+    for i in sorted(set(last.values()), reverse=True):
+        where = getattr(lines[i], "where", ("", ""))
+        for n in sorted(n for n, j in last.items() if j == i and n in shaped):
+            out.insert(i + 1, Line(n, f"_shape_of({n})", where,
+                                   comment="only its shape is needed from here on"))
+        gone = sorted(n for n, j in last.items() if j == i and n not in shaped)
+        if gone:
+            out.insert(i + 1, Line("", f"del {', '.join(gone)}", where,
+                                   comment="not needed any more: its memory is free"))
+    return out
+
+
+def _assigned(lines):
+    """The names assigned inside blocks (loops and branches), at any depth."""
+    for line in lines:
+        if isinstance(line, Block):
+            for inner in (*line.body, *line.orelse):
+                if isinstance(inner, Line) and inner.target:
+                    yield inner.target
+            yield from _assigned(line.body)
+            yield from _assigned(line.orelse)
