@@ -9,6 +9,12 @@ computed once in the forward sweep and kept in a temporary.
 Branches stay branches: the backward sweep tests the condition the forward sweep kept.
 Loops stay loops: each iteration appends the values its backward step needs to a tape,
 and the backward sweep runs over the tape in reverse.
+
+Shapes (``shapes.py``) decide where an adjoint must be summed down to its operand's shape
+(``_unbroadcast``), and let contributions of one shape wait to be summed down once. An
+adjoint known to be an array the gradient made for itself alone (``fresh``) is added to
+and multiplied in place (``_add_to``, ``_times``, ``_scatter_add``), each checking at run
+time that the array can hold the result; Python numbers take the plain operators.
 """
 
 from __future__ import annotations
