@@ -17,7 +17,7 @@ import dataclasses
 
 from .differentiate import _IDENT, Block, Line, Program, _loads
 from .ir import Eqn
-from .shapes import array_results, shape_sources, sources
+from .shapes import array_results, numpy_guard, shape_sources, sources
 
 
 def prune(program: Program) -> Program:
@@ -34,12 +34,17 @@ def prune(program: Program) -> Program:
     forward = list(program.forward)
     if not program.with_value and not program.check:
         values, shaped = _uses(backward)
-        stand_ins: dict[str, tuple[str, tuple[str, ...]]] = {}
+        stand_ins: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
         must_run: set[str] = set()
+        certain: set[str] = set()  # names certainly holding NumPy values
         for eqn in ir.eqns:
             if isinstance(eqn, Eqn) and eqn.out:
-                _stand_in(eqn, shapes, stand_ins, must_run)
-        forward = _live(forward, values | {p for p, _ in grads}, shaped, stand_ins, must_run)
+                _stand_in(eqn, ir, shapes, certain, stand_ins, must_run)
+        # (what a guard may name: the values of the function, not its modules)
+        operands = set(ir.params) | {n for n, _ in ir.data_globals} | {
+            line.target for line in forward if isinstance(line, Line)}
+        forward = _live(forward, values | {p for p, _ in grads}, shaped, stand_ins, must_run,
+                        certain, operands)
     # An array read by the backward sweep only for its shape is let go after its last use
     # in the forward one; one it does not read at all is deleted after its last use.
     values, shaped = _uses(backward)
@@ -50,22 +55,23 @@ def prune(program: Program) -> Program:
     return dataclasses.replace(program, forward=tuple(forward), backward=tuple(backward))
 
 
-def _stand_in(eqn: Eqn, shapes, stand_ins, must_run):
-    """How to have just the shape of ``eqn``'s value, if that is known without it.
+def _stand_in(eqn: Eqn, ir, shapes, certain, stand_ins, must_run):
+    """How to have just the shape of ``eqn``'s value, if that is known without it; and
+    whether the value is certainly NumPy's (``certain``, read in this order).
 
-    np.max and np.min of an empty array raise, and so does an array operation on
-    shapes that do not fit: those always run (``must_run``).
+    What may raise for another reason than shapes that do not fit always runs
+    (``must_run``): an array operation, np.max and np.min (of an empty array), math and
+    float. Where Python numbers or lists may be operands (a parameter, say), the stand-in
+    is guarded: ``_shape_of(x, y) if _numpy(x, y) else x * y``.
     """
-    reduction = eqn.kind == "array" and eqn.op.names[0] in _REDUCTIONS
     found = sources(shapes, eqn.out)
-    if eqn.kind == "array" and not reduction:
-        must_run.add(eqn.out)
-    elif found != {eqn.out}:  # the broadcast of its sources; or a scalar
-        names = tuple(sorted(found))
-        stand_ins[eqn.out] = (f"_shape_of({', '.join(names)})", names)
-    elif not reduction:
-        must_run.add(eqn.out)
-    else:
+    if eqn.kind == "array":
+        operands = [n for _, n, _ in eqn.operands]
+        if eqn.op.names[0] != "x[...]" or all(n in certain for n in operands):
+            certain.add(eqn.out)  # NumPy functions and methods return NumPy values
+        if eqn.op.names[0] not in _REDUCTIONS:
+            must_run.add(eqn.out)
+            return
         fields = {**eqn.op.defaults, **dict(eqn.statics)}
         try:  # only a literal axis: a name would have to be computed, and may not be
             axis, keepdims = (ast.literal_eval(fields[k]) for k in ("axis", "keepdims"))
@@ -73,11 +79,39 @@ def _stand_in(eqn: Eqn, shapes, stand_ins, must_run):
             must_run.add(eqn.out)
             return
         (a,) = [n for p, n, _ in eqn.operands if p == "a"]
-        stand_ins[eqn.out] = (f"_reduced_shape({a}, {axis!r}, {keepdims!r})",
-                                    (a,))
+        reduce = ir.np_alias + eqn.op.names[0][2:]
+        stand_in = f"_reduced_shape({reduce}, {a}, {axis!r}, {keepdims!r})"
+        # np.sum(x) takes numbers and lists as NumPy would; x.sum() needs an array.
+        function = isinstance(eqn.code, ast.Call) and isinstance(
+            eqn.code.func, ast.Attribute) and isinstance(eqn.code.func.value, ast.Name) and \
+            eqn.code.func.value.id == ir.np_alias
+        guard = () if function or a in certain else (a,)
+        reads = (a,)
+    elif eqn.kind in ("elementwise", "stop_gradient"):
+        found_guard = numpy_guard(eqn, certain, ir)
+        guard = found_guard and found_guard[0]
+        if found_guard and found_guard[1]:
+            certain.add(eqn.out)
+        elif eqn.kind == "stop_gradient" and isinstance(eqn.code, ast.Call) and isinstance(
+                eqn.code.func, ast.Attribute) and isinstance(eqn.code.func.value, ast.Name) \
+                and eqn.code.func.value.id == ir.np_alias:
+            certain.add(eqn.out)  # stop_gradient(np.max(x)): a NumPy function's value
+        if found_guard is None or found == {eqn.out}:
+            must_run.add(eqn.out)
+            return
+        reads = tuple(sorted(found))
+        stand_in = f"_shape_of({', '.join(reads)})"
+    else:
+        must_run.add(eqn.out)
+        return
+    # Whether the stand-in checks anything: an axis, or operands' shapes against each other.
+    checks = len(reads) > 1 or eqn.kind == "array" and (axis is not None or
+                                                        reads[0] not in certain)
+    stand_ins[eqn.out] = (stand_in, reads, bool(guard), checks)
 
 
-def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=()) -> list:
+def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=(),
+          certain=(), operands=()) -> list:
     """The lines that compute ``needed`` (straight-line ones; blocks all stay).
 
     A line whose value is not needed becomes the computation of its shape alone where
@@ -93,14 +127,23 @@ def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=()) -> l
             kept.append(line)
             needed.update(_loads([line]))
         elif line.target in shape_only:
-            code, reads = shape_only[line.target]
+            code, reads, guarded, checks = shape_only[line.target]
+            values = ()
+            if guarded:  # the statement itself where an operand is not NumPy's: it may raise
+                values = list(dict.fromkeys(_loads([line])))
+                guard = ", ".join(n for n in values if n in operands and n not in certain)
+                code = f"{code} if _numpy({guard}) else {ast.unparse(line.value)}"
             if line.target in shapes:
                 kept.append(Line(line.target, code, line.where,
                                  comment="only its shape is needed"))
-            elif len(reads) > 1 or code.startswith("_reduced_shape"):  # (one always fits)
+            elif checks or guarded:
                 kept.append(Line(line.target, code, line.where,
-                                 comment="not needed: this checks that the shapes fit"))
+                                 comment="not needed: checks that the shapes fit" +
+                                 (" (runs it if not all are NumPy's)" if values else "")))
+            else:
+                continue
             shapes.update(reads)
+            needed.update(values)
         elif line.target in shapes or line.target in must_run:
             kept.append(line)
             needed.update(_loads([line]))
@@ -110,7 +153,7 @@ def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=()) -> l
 # Helpers of runtime.py that read only the shape of some arguments: name -> positions.
 _SHAPE_ARGUMENTS = {"_unbroadcast": (1, 2), "_unreduce": (1,), "_count": (0, 1),
                     "_zeros": (0,), "_size": range(99), "_shape_of": range(99),
-                    "_reduced_shape": (0,)}
+                    "_reduced_shape": (1,), "_numpy": range(99)}
 # Reductions whose result's shape follows from the operand's (np.max, np.min: not
 # quite, they raise on an empty array).
 _REDUCTIONS = {"np.sum", "np.mean", "np.prod", "np.var", "np.std"}

@@ -155,21 +155,35 @@ class _Shape:
         return f"<shape {self.shape} of a value the gradient does not compute>"
 
 
+def _numpy(*values):
+    """Whether each of ``values`` is NumPy's (an array, a NumPy scalar, or a stand-in for
+    one): then arithmetic on them raises only where their shapes do not fit."""
+    return all(isinstance(v, (np.ndarray, np.generic, _Shape)) for v in values)
+
+
 def _shape_of(*values):
     """The shape NumPy broadcasting gives an elementwise result of ``values``."""
     return _Shape(np.broadcast_shapes(*map(np.shape, values)))
 
 
-def _reduced_shape(x, axis=None, keepdims=False):
-    """The shape of a reduction (np.sum, np.mean...) of ``x`` over ``axis``."""
+def _reduced_shape(reduction, x, axis=None, keepdims=False):
+    """The shape of ``reduction(x, axis, keepdims=keepdims)`` (np.sum, np.mean...), and
+    the same errors for an axis it refuses."""
     shape = np.shape(x)
-    for a in () if axis is None else axis if isinstance(axis, tuple) else (axis,):
-        if not -len(shape) <= a < len(shape):  # as the reduction itself would refuse it
-            raise ValueError(f"axis {a} is out of bounds for an array of dimension "
-                             f"{len(shape)}")
+    if not shape:  # NumPy's rules for a 0-d operand differ by reduction: ask it
+        return _Shape(np.shape(reduction(np.zeros(()), axis, keepdims=keepdims)))
+    axes = () if axis is None else axis if isinstance(axis, tuple) else (axis,)
+    for a in axes:
+        if not -len(shape) <= a < len(shape):
+            raise _AxisError(a, len(shape))
+    if len({a % len(shape) for a in axes}) < len(axes):
+        raise ValueError("duplicate value in 'axis'")
     axes = _axes(axis, len(shape))
     return _Shape(1 if i in axes else n for i, n in enumerate(shape)
                   if keepdims or i not in axes)
+
+
+_AxisError = getattr(np, "exceptions", np).AxisError  # np.exceptions since NumPy 1.25
 
 
 class _Unbound:
@@ -201,11 +215,12 @@ def _unbound(name):
 
 
 def _size(*values):
-    """How many elements the broadcast of ``values`` has (np.mean's count, from operands)."""
+    """How many elements the broadcast of ``values`` has, at least 1 (np.mean's count,
+    from its operands; the gradient of an empty mean is empty whatever it is)."""
     size = 1
     for n in np.broadcast_shapes(*map(np.shape, values)):
         size *= n
-    return size
+    return max(size, 1)
 
 
 def _count(x, out):
@@ -353,11 +368,14 @@ def _scatter(g, x, index):
     return out
 
 
+_NUMERIC = (np.ndarray, np.generic, float, int)  # what np.result_type reads as it is
+
+
 def _add_to(acc, g):
     """``acc + g``, added into ``acc`` itself where it is an array that the gradient made
     for this adjoint alone (the caller knows) and that can hold the sum."""
     if type(acc) is np.ndarray and acc.flags.writeable and acc.flags.owndata and \
-            (np.shape(g) == acc.shape or np.ndim(g) == 0) and \
+            isinstance(g, _NUMERIC) and (np.shape(g) == acc.shape or np.ndim(g) == 0) and \
             np.result_type(acc, g) == acc.dtype:
         acc += g
         return acc
@@ -368,7 +386,8 @@ def _times(g, f):
     """``g * f``, computed in ``g``'s own array where the caller knows g is not read again
     and g is an array of its own that can hold the product."""
     if type(g) is np.ndarray and g.flags.writeable and g.flags.owndata and \
-            (np.shape(f) == g.shape or np.ndim(f) == 0) and np.result_type(g, f) == g.dtype:
+            isinstance(f, _NUMERIC) and (np.shape(f) == g.shape or np.ndim(f) == 0) and \
+            np.result_type(g, f) == g.dtype:
         g *= f
         return g
     return g * f

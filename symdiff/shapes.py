@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from . import rules
 from .ir import IR, Eqn, If, Loop
 
 Sources = frozenset[str]
@@ -26,6 +27,9 @@ Sources = frozenset[str]
 # Elementwise NumPy functions that broadcast their positional operands (ufuncs, and these).
 _BROADCASTING = (np.clip,)
 _FIRST_ONLY = (np.round, np.around, np.fix)  # the first operand's shape; the rest constants
+# Functions that return a Python float for a number (and raise for a larger array).
+_FLOAT_VALUED = (float, *(getattr(math, name[5:]) for row in rules.ELEMENTWISE
+                          for name in row.names if name.startswith("math.")))
 _SCALAR_ATTRIBUTES = {"pi", "e", "inf", "nan"}
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.FloorDiv, ast.Mod)
 _FULL_REDUCTIONS = {"np.sum", "np.mean", "np.prod", "np.max", "np.min", "np.var", "np.std",
@@ -116,9 +120,9 @@ def _expr(node, found, functions, np_alias) -> Sources:
                 return walk(n.operand)
             case ast.Call(keywords=[]):
                 fn = _function(n.func, functions, np_alias)
-                if fn is float or getattr(fn, "__module__", None) == "math":
+                if any(fn is f for f in _FLOAT_VALUED):
                     return frozenset()  # a Python float, whatever the operand
-                if isinstance(fn, np.ufunc) or any(fn is f for f in _BROADCASTING):
+                if _broadcasts(fn):
                     return frozenset().union(*map(walk, n.args))
                 if any(fn is f for f in _FIRST_ONLY) and n.args and all(
                         isinstance(a, ast.Constant) for a in n.args[1:]):
@@ -126,6 +130,75 @@ def _expr(node, found, functions, np_alias) -> Sources:
         raise _Unknown
 
     return walk(node)
+
+
+def _broadcasts(fn) -> bool:
+    """An elementwise NumPy function of one result that broadcasts its operands (not a
+    generalized ufunc such as np.matmul, nor np.modf's two results)."""
+    if isinstance(fn, np.ufunc):
+        return fn.signature is None and fn.nout == 1
+    return any(fn is f for f in _BROADCASTING)
+
+
+def numpy_guard(eqn: Eqn, certain: set[str], ir: IR) -> tuple[tuple[str, ...], bool] | None:
+    """The names that must hold NumPy values (not Python numbers or lists) for each
+    operation of the elementwise ``eqn`` to be NumPy's, which raises only where shapes do
+    not fit; None where it may raise whatever they hold (math.log(-1.0), float(an array),
+    an integer array to a negative power). ``certain``: names known to hold NumPy values.
+    An operation with one NumPy operand is NumPy's: ``x * s`` needs nothing of x when s
+    is certain. Returns the guard, and whether the value is certainly NumPy's without it.
+
+    Python numbers raise where NumPy does not (1.0 / 0.0), and lists where NumPy
+    broadcasts them (2.0 * [1.0]), so a statement run for its value alone may be skipped
+    only behind this guard.
+    """
+    functions = {name: obj for name, obj, _ in ir.globals}
+    guard: dict[str, None] = {}
+
+    def names(nodes):
+        return [n.id for node in nodes for n in ast.walk(node)
+                if isinstance(n, ast.Name) and n.id not in certain]
+
+    def operation(operands) -> bool:
+        found = [walk(o) for o in operands]  # (walk all: each may raise on its own)
+        if any(found):
+            return True
+        uncertain = names(operands)
+        if not uncertain:
+            raise _Unknown  # numbers alone: Python's arithmetic
+        guard.update(dict.fromkeys(uncertain))
+        return True
+
+    def walk(n) -> bool:  # whether n is certainly NumPy's (once the guard holds)
+        match n:
+            case ast.Constant(value=bool() | int() | float() | None):
+                return False
+            case ast.Name(id=name):
+                return name in certain
+            case ast.Attribute(value=ast.Name(id=root), attr=attr) if (
+                    root == ir.np_alias and attr in _SCALAR_ATTRIBUTES):
+                return False
+            case ast.BinOp(op=op) if isinstance(op, _ARITHMETIC) and not (
+                    isinstance(op, ast.Pow) and not _safe_power(n.right)):
+                return operation([n.left, n.right])
+            case ast.UnaryOp(op=ast.USub() | ast.UAdd()):
+                return walk(n.operand)
+            case ast.Call(keywords=[]) if _broadcasts(
+                    _function(n.func, functions, ir.np_alias)):
+                return operation(n.args)
+        raise _Unknown
+
+    try:
+        numpy = walk(eqn.code)
+    except _Unknown:
+        return None
+    return tuple(guard), numpy and not guard
+
+
+def _safe_power(exponent) -> bool:
+    """An exponent an integer array can take: a float, or an integer that is not negative."""
+    return isinstance(exponent, ast.Constant) and (
+        isinstance(exponent.value, float) or exponent.value >= 0)
 
 
 def _function(node, functions, np_alias):

@@ -212,15 +212,19 @@ def test_a_stand_in_for_a_value_fails_loudly_where_a_value_is_read():
 
 @pytest.mark.parametrize("shape", [(), (3,), (2, 3), (2, 1, 4)])
 @pytest.mark.parametrize("keepdims", [False, True])
-def test_reduced_shapes_are_the_reductions_shapes(shape, keepdims):
+@pytest.mark.parametrize("reduction", [np.sum, np.mean, np.prod, np.var])
+def test_reduced_shapes_are_the_reductions_shapes_and_errors(shape, keepdims, reduction):
     x = np.ones(shape)
-    axes = [None] + list(range(-len(shape), len(shape))) + (
-        [(0, len(shape) - 1)] if len(shape) > 1 else [])
+    n = len(shape)
+    axes = [None, *range(-n - 1, n + 1), (0, 0)] + ([(0, n - 1)] if n > 1 else [])
     for axis in axes:
-        assert np.shape(_reduced_shape(x, axis, keepdims)) == np.sum(
-            x, axis=axis, keepdims=keepdims).shape, axis
-    with pytest.raises(ValueError):
-        _reduced_shape(x, len(shape), keepdims)
+        try:
+            want = np.shape(reduction(x, axis=axis, keepdims=keepdims))
+        except Exception as e:  # noqa: BLE001 - the same exception type is expected
+            with pytest.raises(type(e)):
+                _reduced_shape(reduction, x, axis, keepdims)
+        else:
+            assert np.shape(_reduced_shape(reduction, x, axis, keepdims)) == want, axis
 
 
 P = load("""
