@@ -74,6 +74,7 @@ class Program:
     check: bool = True  # whether the call must check that the value is a scalar
     value: str = ""  # with_value: the name that keeps the value for the return
     shared: tuple[bool, ...] = ()  # per gradient: it may be someone else's array: copy it
+    floats: tuple[str, ...] = ()  # parameters the backward sweep computes with (_as_float)
 
 
 def differentiate(ir: IR, with_value: bool = False, as_tuple: bool = False) -> Program:

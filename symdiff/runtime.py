@@ -155,6 +155,18 @@ class _Shape:
         return f"<shape {self.shape} of a value the gradient does not compute>"
 
 
+def _as_float(value):
+    """A parameter as the backward sweep computes with it: a list, a tuple, or an integer
+    or boolean array as a float64 array (2 * [1.0] would repeat the list; an uint8 array's
+    K**2 would wrap around); anything else as it is."""
+    if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and \
+            value.dtype.kind in "biu":
+        return np.asarray(value, dtype=np.float64)
+    if isinstance(value, np.generic) and value.dtype.kind in "biu":
+        return np.float64(value)  # a NumPy scalar stays a scalar
+    return value
+
+
 def _numpy(*values):
     """Whether each of ``values`` is NumPy's (an array, a NumPy scalar, or a stand-in for
     one): then arithmetic on them raises only where their shapes do not fit."""

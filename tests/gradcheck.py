@@ -34,7 +34,7 @@ def numeric_grad(f, args, index, h=1e-6):
     """Central differences of scalar ``f(*args)`` with respect to ``args[index]``, float64."""
     args = [np.array(a, dtype=np.float64) if isinstance(a, np.ndarray) else a for a in args]
     x = np.asarray(args[index], dtype=np.float64)
-    g = np.zeros_like(x)
+    g = np.zeros(x.shape)  # C order, so that g.reshape(-1) is a view whatever x's layout
     flat = x.reshape(-1)
     for i in range(flat.size):
         step = h * max(1.0, abs(flat[i]))

@@ -270,8 +270,9 @@ def test_the_source_of_a_branch_reads_as_the_users():
             y_3 = y_2  # line 29
         y_4 = y_3  # line 27
     _ret = y_4 * x  # line 33
-    _check_scalar(_ret, 'piecewise')
+    if type(_ret) is not float: _check_scalar(_ret, 'piecewise')
     d_ret = 1.0
+    if type(x) is not float: x = _as_float(x)
     # grad of line 33: return y * x
     dy_4 = x
     dx = y_4

@@ -39,8 +39,10 @@ def grad_poly(x, y):
     a_1 = _t0 * x  # line 9
     _sg0 = a_1  # line 10: stop_gradient: no gradient flows back
     _ret = a_1 - _sg0 * 0.5  # line 10
-    _check_scalar(_ret, 'poly')
+    if type(_ret) is not float: _check_scalar(_ret, 'poly')
     d_ret = 1.0
+    if type(x) is not float: x = _as_float(x)
+    if type(y) is not float: y = _as_float(y)
     # grad of line 10: return a - stop_gradient(a) * 0.5
     da_1 = 1.0
     # grad of line 9: a = np.exp(a) * x
@@ -64,8 +66,9 @@ def grad_erfy(x):
     """
     _t0 = math.erf(x)  # line 13
     _ret = x * _t0  # line 13
-    _check_scalar(_ret, 'erfy')
+    if type(_ret) is not float: _check_scalar(_ret, 'erfy')
     d_ret = 1.0
+    if type(x) is not float: x = _as_float(x)
     # grad of line 13: return x * math.erf(x)
     dx = _t0 + 2*x*np.exp(-x**2)/np.sqrt(np.pi)
     return _ret, _fit(dx, x)
