@@ -24,6 +24,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import sympy as sp
 
 from .ir import IR, Eqn, If, Loop, Names, symbol
@@ -118,7 +119,7 @@ class _Differentiator:
         self.exact: dict[str, bool] = {}  # of those, the ones that need no summing after all
         backward = self._backward(self.ir.eqns, top)
         self._settle_all(backward)
-        backward = _fold_settles(backward)
+        backward = self._float_arrays(_fold_settles(backward))
         forward = self._forward(self.ir.eqns)
         grads = tuple((p, self.adj[p] if p in top.defined else None) for p in self.ir.wrt)
         # Copy a gradient that may be someone else's array, or one already returned (wrt
@@ -133,6 +134,21 @@ class _Differentiator:
         value = self.names.fresh("_value") if with_value and self.tapes else ""
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
                        as_tuple, check, value, shared)
+
+    def _float_arrays(self, backward) -> list:
+        """Module-level arrays the derivatives compute with, as float64 copies there: the
+        function's x * K * K runs in float64, the derivative's K**2 in K's own dtype would
+        wrap around for uint8 data. (Parameters get the same in emit: _as_float.)"""
+        arrays = {name for name, obj, _ in self.ir.globals if isinstance(obj, np.ndarray)}
+        read = sorted(arrays & {s.name for line in _flat(backward)
+                                if isinstance(line.value, sp.Basic)
+                                for s in line.value.free_symbols})
+        if not read:
+            return backward
+        renamed = {symbol(n): symbol(self.names.fresh(n + "_float")) for n in read}
+        out = [Line(renamed[symbol(n)].name, f"_as_float({n})",
+                    comment="the derivatives compute in float64") for n in read]
+        return out + _rename(backward, renamed)
 
     def _adjoint(self, name) -> str:
         if name not in self.adj:
@@ -454,6 +470,30 @@ class _Differentiator:
                   else f"while {ast.unparse(item.header)}:")
         out.append(Block(header, tuple(body) or (Line("", "pass"),)))
         return out
+
+
+def _flat(lines):
+    """Every Line of ``lines``, inside blocks too."""
+    for line in lines:
+        if isinstance(line, Block):
+            yield from _flat(line.body)
+            yield from _flat(line.orelse)
+        else:
+            yield line
+
+
+def _rename(lines, renamed: dict) -> list:
+    """``lines`` with SymPy values' symbols replaced as ``renamed`` says."""
+    out = []
+    for line in lines:
+        if isinstance(line, Block):
+            out.append(dataclasses.replace(line, body=tuple(_rename(line.body, renamed)),
+                                           orelse=tuple(_rename(line.orelse, renamed))))
+        elif isinstance(line.value, sp.Basic):
+            out.append(dataclasses.replace(line, value=line.value.xreplace(renamed)))
+        else:
+            out.append(line)
+    return out
 
 
 def _fold_settles(lines) -> list:

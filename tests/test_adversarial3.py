@@ -649,6 +649,16 @@ def weighted_twice(x, K):
 def added_twice(x, W, K):
     Z = W @ x
     return np.sum(Z * K + Z * K) + np.max(Z)
+
+MODULE_IMAGE = np.array([200, 16, 255], dtype=np.uint8)
+MASK = np.array([True, False, True])
+
+def module_weighted_twice(x):
+    return np.sum(x * MODULE_IMAGE * MODULE_IMAGE)
+
+def module_added_twice(x):
+    y = x * MODULE_IMAGE
+    return np.sum(y * MODULE_IMAGE + x * MODULE_IMAGE + x * MASK * MASK)
 """)
 
 IMAGE = np.array([200, 16, 255], dtype=np.uint8)  # pixel values, say
@@ -663,6 +673,17 @@ def test_integer_data_of_a_small_dtype(name, args):
     with np.errstate(over="ignore"):
         g = grad(f)(*args)
     np.testing.assert_allclose(g, numeric_grad(f, list(args), 0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["module_weighted_twice", "module_added_twice"])
+def test_integer_module_data_of_a_small_dtype(name):
+    f = getattr(SMALL_INTS, name)
+    k = IMAGE.astype(float)
+    expected = k * k if name == "module_weighted_twice" else k * k + k + [1.0, 0.0, 1.0]
+    for x in (V3, 0.5):
+        np.testing.assert_allclose(grad(f)(x), np.sum(expected) if np.ndim(x) == 0
+                                   else expected, rtol=1e-12)
+        assert SMALL_INTS.MODULE_IMAGE.dtype == np.uint8  # the module's array is untouched
 
 
 # --- random straight-line programs aimed at the in-place lines (hypothesis) ----------------
