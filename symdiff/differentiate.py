@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
+from .algebra import SumDown, by_value, cse, in_place, whole_floats
 from .ir import IR, Eqn, If, Loop, Names, symbol
-from .rules import _NumpyFunction
 from .shapes import array_results, shape_sources, sources
 
 
@@ -275,11 +275,11 @@ class _Differentiator:
                               comment="each entry's share of the mean"))
         targets = [a for a in eqn.inputs if a in self.active]
         # factor_terms undoes SymPy's 2*(a - b) -> 2*a - 2*b, so forward parts can match.
-        partials = [sp.factor_terms(_whole_floats(sp.diff(eqn.expr, symbol(a))))
+        partials = [sp.factor_terms(whole_floats(sp.diff(eqn.expr, symbol(a))))
                     for a in targets]
         # Reuse forward values: the equation's own value, then every call needed again.
         reuse = {} if eqn.expr.is_Atom else {eqn.expr: symbol(eqn.out)}
-        partials = [_by_value(eqn, a, p).xreplace(reuse) for a, p in zip(targets, partials,
+        partials = [by_value(eqn, a, p).xreplace(reuse) for a, p in zip(targets, partials,
                                                                          strict=True)]
         calls: dict[int, str] = {}
         for expr, node in reversed(eqn.calls):
@@ -314,11 +314,11 @@ class _Differentiator:
                 kept[i] = (a, c)
                 likes.append(like)
         temps = iter(lambda: symbol(self.names.fresh("_t", numbered=True)), None)
-        replacements, reduced = _cse([c for _, c in kept], temps)
+        replacements, reduced = cse([c for _, c in kept], temps)
         if dv == symbol(self.adj[eqn.out]) and self.fresh.get(eqn.out) and \
                 eqn.out not in self.views and scope.parent is None and \
                 self._made_by_arrays(eqn.out):
-            replacements, reduced = _in_place(dv, replacements, reduced)
+            replacements, reduced = in_place(dv, replacements, reduced)
         for t, value in replacements:
             group.append(Line(t.name, value, eqn.where))
         # v's adjoint handed on as it is to one operand alone (dZ = dS for S = Z - m) is
@@ -350,7 +350,7 @@ class _Differentiator:
             (outer if fits else inner).append(f)
         if not inner or all(f.is_number for f in outer):
             return c, a  # nothing smaller to multiply by (a number alone: let it wait)
-        return sp.Mul(*outer) * _SumDown(sp.Mul(*inner), symbol(a)), ""
+        return sp.Mul(*outer) * SumDown(sp.Mul(*inner), symbol(a)), ""
 
     def _array(self, eqn: Eqn, scope, group):
         op = eqn.op
@@ -513,50 +513,6 @@ def _fold_settles(lines) -> list:
     return out
 
 
-class _SumDown(_NumpyFunction):
-    """``_unbroadcast(g, x)`` inside an expression: g summed down to x's shape."""
-
-    nargs = 2
-    numpy_template = "_unbroadcast({0}, {1})"
-
-
-class _Times(_NumpyFunction):
-    """``g * f`` computed in g's own array (runtime._times): g is not read again."""
-
-    nargs = 2
-    numpy_template = "_times({0}, {1})"
-
-
-def _in_place(dv, replacements, reduced):
-    """Where the adjoint ``dv`` (an array of its own, read nowhere after this equation)
-    is a factor of exactly one product, compute that product in dv's array."""
-    exprs = [v for _, v in replacements] + list(reduced)
-    users = [i for i, e in enumerate(exprs) if e.has(dv)]
-    if len(users) != 1:
-        return replacements, reduced
-    e = exprs[users[0]]
-    if not isinstance(e, sp.Mul) or dv not in e.args:
-        return replacements, reduced
-    rest = e / dv
-    if rest.has(dv) or rest.is_number and rest == 1:
-        return replacements, reduced
-    exprs[users[0]] = _Times(dv, rest)
-    n = len(replacements)
-    return [(t, v) for (t, _), v in zip(replacements, exprs[:n], strict=True)], exprs[n:]
-
-
-def _by_value(eqn: Eqn, a: str, partial):
-    """d(c * a**k)/da for a negative power k as k * v / a, reusing the value v: fewer
-    operations than recomputing c * a**(k - 1) (P = E / s gives dP/ds = -P/s)."""
-    expr, x = eqn.expr, symbol(a)
-    if not isinstance(expr, sp.Mul):
-        return partial
-    k = expr.as_powers_dict().get(x)
-    if k is None or not (k.is_Integer and k < 0) or (expr / x**k).has(x):
-        return partial
-    return k * symbol(eqn.out) / x
-
-
 def _is_call(code, name: str) -> bool:
     """Whether ``code`` (text) is one call of the function ``name``, as a whole."""
     if not isinstance(code, str) or not code.startswith(name + "("):
@@ -656,21 +612,6 @@ def _bare(contribution) -> bool:
     if isinstance(contribution, str):
         return bool(re.fullmatch(r"_unbroadcast\(\w+, [\w, ()]+\)|\w+", contribution))
     return isinstance(contribution, ast.Name)
-
-
-def _whole_floats(expr):
-    """1.0*x -> x, 2.0*x -> 2*x: the same float64 values, easier to read."""
-    whole = {f: sp.Integer(int(f)) for f in expr.atoms(sp.Float) if f == int(f)}
-    return expr.xreplace(whole) if whole else expr
-
-
-def _cse(exprs, temps):
-    replacements, reduced = sp.cse(exprs, symbols=temps)
-    # sympy.cse can leave a subexpression it named inside a sum; name it there too.
-    for i, (t, value) in enumerate(replacements):
-        reduced = [r.xreplace({value: t}) for r in reduced]
-        replacements[i + 1:] = [(u, v.xreplace({value: t})) for u, v in replacements[i + 1:]]
-    return replacements, reduced
 
 
 def _replace(node, calls: dict[int, str], skip=None):

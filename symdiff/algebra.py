@@ -1,0 +1,75 @@
+"""Local derivatives (SymPy) -> cheaper ones to compute: what the backward sweep's algebra
+does beyond sympy.diff, one function per trick, each keeping the same values.
+
+``whole_floats`` (2.0*x -> 2*x), ``by_value`` (d(E/s)/ds as -P/s with P = E/s computed),
+``cse`` (sympy.cse, finished), ``in_place`` (a product computed in the adjoint's own
+array) and ``SumDown`` (a factor multiplied in after summing down, on the smaller array).
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from .ir import Eqn, symbol
+from .rules import _NumpyFunction
+
+
+class SumDown(_NumpyFunction):
+    """``_unbroadcast(g, x)`` inside an expression: g summed down to x's shape."""
+
+    nargs = 2
+    numpy_template = "_unbroadcast({0}, {1})"
+
+
+class Times(_NumpyFunction):
+    """``g * f`` computed in g's own array (runtime._times): g is not read again."""
+
+    nargs = 2
+    numpy_template = "_times({0}, {1})"
+
+
+def in_place(dv, replacements, reduced):
+    """Where the adjoint ``dv`` (an array of its own, read nowhere after this equation)
+    is a factor of exactly one product, compute that product in dv's array."""
+    exprs = [v for _, v in replacements] + list(reduced)
+    users = [i for i, e in enumerate(exprs) if e.has(dv)]
+    if len(users) != 1:
+        return replacements, reduced
+    e = exprs[users[0]]
+    if not isinstance(e, sp.Mul) or dv not in e.args:
+        return replacements, reduced
+    rest = e / dv
+    if rest.has(dv) or rest.is_number and rest == 1:
+        return replacements, reduced
+    exprs[users[0]] = Times(dv, rest)
+    n = len(replacements)
+    return [(t, v) for (t, _), v in zip(replacements, exprs[:n], strict=True)], exprs[n:]
+
+
+def by_value(eqn: Eqn, a: str, partial):
+    """d(c * a**k)/da for a negative power k as k * v / a, reusing the value v: fewer
+    operations than recomputing c * a**(k - 1) (P = E / s gives dP/ds = -P/s)."""
+    expr, x = eqn.expr, symbol(a)
+    if not isinstance(expr, sp.Mul):
+        return partial
+    k = expr.as_powers_dict().get(x)
+    if k is None or not (k.is_Integer and k < 0) or (expr / x**k).has(x):
+        return partial
+    return k * symbol(eqn.out) / x
+
+
+
+
+def whole_floats(expr):
+    """1.0*x -> x, 2.0*x -> 2*x: the same float64 values, easier to read."""
+    whole = {f: sp.Integer(int(f)) for f in expr.atoms(sp.Float) if f == int(f)}
+    return expr.xreplace(whole) if whole else expr
+
+
+def cse(exprs, temps):
+    replacements, reduced = sp.cse(exprs, symbols=temps)
+    # sympy.cse can leave a subexpression it named inside a sum; name it there too.
+    for i, (t, value) in enumerate(replacements):
+        reduced = [r.xreplace({value: t}) for r in reduced]
+        replacements[i + 1:] = [(u, v.xreplace({value: t})) for u, v in replacements[i + 1:]]
+    return replacements, reduced
