@@ -119,7 +119,7 @@ class _Differentiator:
         self.exact: dict[str, bool] = {}  # of those, the ones that need no summing after all
         backward = self._backward(self.ir.eqns, top)
         self._settle_all(backward)
-        backward = self._float_arrays(_fold_settles(backward))
+        backward, floats = self._floats(_fold_settles(backward))
         forward = self._forward(self.ir.eqns)
         grads = tuple((p, self.adj[p] if p in top.defined else None) for p in self.ir.wrt)
         # Copy a gradient that may be someone else's array, or one already returned (wrt
@@ -133,22 +133,30 @@ class _Differentiator:
         # The backward sweep may rebind the value's name (a loop's tape restores it).
         value = self.names.fresh("_value") if with_value and self.tapes else ""
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
-                       as_tuple, check, value, shared)
+                       as_tuple, check, value, shared, floats)
 
-    def _float_arrays(self, backward) -> list:
-        """Module-level arrays the derivatives compute with, as float64 copies there: the
-        function's x * K * K runs in float64, the derivative's K**2 in K's own dtype would
-        wrap around for uint8 data. (Parameters get the same in emit: _as_float.)"""
-        arrays = {name for name, obj, _ in self.ir.globals if isinstance(obj, np.ndarray)}
-        read = sorted(arrays & {s.name for line in _flat(backward)
-                                if isinstance(line.value, sp.Basic)
-                                for s in line.value.free_symbols})
-        if not read:
-            return backward
-        renamed = {symbol(n): symbol(self.names.fresh(n + "_float")) for n in read}
+    def _floats(self, backward) -> tuple[list, tuple[str, ...]]:
+        """The values the derivatives compute with, in float64: the function's x * K * K
+        runs in float64, the derivative's K**2 in K's uint8 would wrap around, and 2*l on a
+        list parameter would repeat it. A parameter read by derivatives alone is converted
+        where it is (``floats``, emitted as ``if type(p) is not float: p = _as_float(p)``);
+        one read as an index too, and a module-level array, get a float64 copy
+        (``K_float = _as_float(K)``) that the derivatives read instead.
+        """
+        in_math = {s.name for line in _flat(backward) if isinstance(line.value, sp.Basic)
+                   for s in line.value.free_symbols}
+        elsewhere = set(_loads([line if isinstance(line, Block) else dataclasses.replace(
+            line, like="") for line in _flat(backward) if not isinstance(line.value, sp.Basic)]))
+        arrays = {name for name, obj, _ in self.ir.globals
+                  if isinstance(obj, (np.ndarray, np.generic))}
+        floats = tuple(p for p in self.ir.params if p in in_math and p not in elsewhere)
+        copied = sorted(in_math & (arrays | set(self.ir.params)) - set(floats))
+        if not copied:
+            return backward, floats
+        renamed = {symbol(n): symbol(self.names.fresh(n + "_float")) for n in copied}
         out = [Line(renamed[symbol(n)].name, f"_as_float({n})",
-                    comment="the derivatives compute in float64") for n in read]
-        return out + _rename(backward, renamed)
+                    comment="the derivatives compute in float64") for n in copied]
+        return out + _rename(backward, renamed), floats
 
     def _adjoint(self, name) -> str:
         if name not in self.adj:

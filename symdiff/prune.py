@@ -52,9 +52,8 @@ def prune(program: Program) -> Program:
     made = {line.target for line in forward if isinstance(line, Line) and line.target
             and not sources(shapes, line.target).isdisjoint(arrays)} - values
     forward = _release(forward, made & shaped, made - shaped)
-    # The backward sweep's own arithmetic (2*l, K**2) must not repeat a list or wrap an
-    # integer array around: the parameters it reads are float64 there.
-    floats = tuple(p for p in ir.params if p in _uses(backward)[0])
+    values = set(_uses(backward)[0])
+    floats = tuple(p for p in program.floats if p in values)
     return dataclasses.replace(program, forward=tuple(forward), backward=tuple(backward),
                                floats=floats)
 

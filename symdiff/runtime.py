@@ -156,13 +156,14 @@ class _Shape:
 
 
 def _as_float(value):
-    """A parameter as the backward sweep computes with it: a list, a tuple, or an integer
-    or boolean array as a float64 array (2 * [1.0] would repeat the list; an uint8 array's
-    K**2 would wrap around); anything else as it is."""
-    if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and \
-            value.dtype.kind in "biu":
+    """A value as the derivatives compute with it: a list, a tuple, or an integer, boolean
+    or smaller float array as a float64 array (2 * [1.0] would repeat the list; a uint8
+    array's K**2 would wrap around, a float16 one's overflow); anything else as it is."""
+    if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and (
+            value.dtype.kind in "biu" or value.dtype.kind == "f" and value.itemsize < 8):
         return np.asarray(value, dtype=np.float64)
-    if isinstance(value, np.generic) and value.dtype.kind in "biu":
+    if isinstance(value, np.generic) and (
+            value.dtype.kind in "biu" or value.dtype.kind == "f" and value.itemsize < 8):
         return np.float64(value)  # a NumPy scalar stays a scalar
     return value
 
