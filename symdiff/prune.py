@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from .differentiate import _IDENT, Block, Line, Program, _loads
+from .differentiate import _IDENT, Block, Line, Program, _flat, _loads
 from .ir import Eqn
 from .shapes import array_results, numpy_guard, shape_sources, sources
 
@@ -42,7 +42,7 @@ def prune(program: Program) -> Program:
                 _stand_in(eqn, ir, shapes, certain, stand_ins, must_run)
         # (what a guard may name: the values of the function, not its modules)
         operands = set(ir.params) | {n for n, _ in ir.data_globals} | {
-            line.target for line in forward if isinstance(line, Line)}
+            line.target for line in _flat(forward) if line.target}
         forward = _live(forward, values | {p for p, _ in grads}, shaped, stand_ins, must_run,
                         certain, operands)
     # An array read by the backward sweep only for its shape is let go after its last use
@@ -95,10 +95,6 @@ def _stand_in(eqn: Eqn, ir, shapes, certain, stand_ins, must_run):
         guard = found_guard and found_guard[0]
         if found_guard and found_guard[1]:
             certain.add(eqn.out)
-        elif eqn.kind == "stop_gradient" and isinstance(eqn.code, ast.Call) and isinstance(
-                eqn.code.func, ast.Attribute) and isinstance(eqn.code.func.value, ast.Name) \
-                and eqn.code.func.value.id == ir.np_alias:
-            certain.add(eqn.out)  # stop_gradient(np.max(x)): a NumPy function's value
         if found_guard is None or found == {eqn.out}:
             must_run.add(eqn.out)
             return

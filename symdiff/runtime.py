@@ -169,9 +169,11 @@ def _as_float(value):
 
 
 def _numpy(*values):
-    """Whether each of ``values`` is NumPy's (an array, a NumPy scalar, or a stand-in for
-    one): then arithmetic on them raises only where their shapes do not fit."""
-    return all(isinstance(v, (np.ndarray, np.generic, _Shape)) for v in values)
+    """Whether each of ``values`` is a NumPy float (an array or a scalar) or a stand-in for
+    one: then arithmetic on them raises only where their shapes do not fit (integers may
+    overflow or refuse negative powers, booleans refuse - and -)."""
+    return all(type(v) is _Shape or isinstance(v, (np.ndarray, np.floating)) and
+               v.dtype.kind == "f" for v in values)
 
 
 def _shape_of(*values):
@@ -187,6 +189,9 @@ def _reduced_shape(reduction, x, axis=None, keepdims=False):
         return _Shape(np.shape(reduction(np.zeros(()), axis, keepdims=keepdims)))
     axes = () if axis is None else axis if isinstance(axis, tuple) else (axis,)
     for a in axes:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            raise TypeError(f"'{type(a).__name__}' object cannot be interpreted as an "
+                            "integer")
         if not -len(shape) <= a < len(shape):
             raise _AxisError(a, len(shape))
     if len({a % len(shape) for a in axes}) < len(axes):

@@ -184,7 +184,8 @@ def numpy_guard(eqn: Eqn, certain: set[str], ir: IR) -> tuple[tuple[str, ...], b
             case ast.UnaryOp(op=ast.USub() | ast.UAdd()):
                 return walk(n.operand)
             case ast.Call(keywords=[]) if _broadcasts(
-                    _function(n.func, functions, ir.np_alias)):
+                    fn := _function(n.func, functions, ir.np_alias)) and not (
+                    fn is np.power and (len(n.args) < 2 or not _safe_power(n.args[1]))):
                 return operation(n.args)
         raise _Unknown
 
