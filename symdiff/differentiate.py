@@ -76,6 +76,7 @@ class Program:
     value: str = ""  # with_value: the name that keeps the value for the return
     shared: tuple[bool, ...] = ()  # per gradient: it may be someone else's array: copy it
     floats: tuple[str, ...] = ()  # parameters the backward sweep computes with (_as_float)
+    lists: tuple[str, ...] = ()  # parameters it reads otherwise: a list as an array there
 
 
 def differentiate(ir: IR, with_value: bool = False, as_tuple: bool = False) -> Program:
@@ -133,7 +134,7 @@ class _Differentiator:
         # The backward sweep may rebind the value's name (a loop's tape restores it).
         value = self.names.fresh("_value") if with_value and self.tapes else ""
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
-                       as_tuple, check, value, shared, floats)
+                       as_tuple, check, value, shared, floats, self.lists)
 
     def _floats(self, backward) -> tuple[list, tuple[str, ...]]:
         """The values the derivatives compute with, in float64: the function's x * K * K
@@ -150,6 +151,9 @@ class _Differentiator:
         arrays = {name for name, obj, _ in self.ir.globals
                   if isinstance(obj, (np.ndarray, np.generic))}
         floats = tuple(p for p in self.ir.params if p in in_math and p not in elsewhere)
+        # A list read by an array operation's rule (_matmul_grad(g, X, w, 1)) is an array
+        # there, of its own dtype (an index list stays integers).
+        self.lists = tuple(p for p in self.ir.params if p in elsewhere)
         copied = sorted(in_math & (arrays | set(self.ir.params)) - set(floats))
         if not copied:
             return backward, floats

@@ -76,14 +76,19 @@ def emit(program: Program) -> str:
         '    """',
     ]
     out += _lines(program.forward, printer, 1, forward=True)
-    if program.check:  # (a Python float, the common case, without a call)
-        out.append(f"    if type({ir.result}) is not float: "
+    # (A Python float, the common case, without a call; x.__class__ where the function
+    # has a name 'type' of its own.)
+    kind = "type({})" if "type" not in ir.taken else "{}.__class__"
+    if program.check:
+        out.append(f"    if {kind.format(ir.result)} is not float: "
                    f"_check_scalar({ir.result}, {ir.name!r})")
     if program.value:
         out.append(f"    {program.value} = {ir.result}")
     out.append(f"    {program.seed} = 1.0")
     for p in program.floats:  # derivatives in float64: not a list, not integers that wrap
-        out.append(f"    if type({p}) is not float: {p} = _as_float({p})")
+        out.append(f"    if {kind.format(p)} is not float: {p} = _as_float({p})")
+    for p in program.lists:  # what array operations' rules read: a list as an array
+        out.append(f"    if {kind.format(p)} is list: {p} = {ir.np_alias}.asarray({p})")
     out += _lines(program.backward, printer, 1, forward=False)
     # A gradient that may be an array the caller can see (an argument, module data, another
     # gradient) is copied; one made here for itself alone is handed out as it is.

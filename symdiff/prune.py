@@ -54,8 +54,9 @@ def prune(program: Program) -> Program:
     forward = _release(forward, made & shaped, made - shaped)
     values = set(_uses(backward)[0])
     floats = tuple(p for p in program.floats if p in values)
+    lists = tuple(p for p in program.lists if p in values)
     return dataclasses.replace(program, forward=tuple(forward), backward=tuple(backward),
-                               floats=floats)
+                               floats=floats, lists=lists)
 
 
 def _stand_in(eqn: Eqn, ir, shapes, certain, stand_ins, must_run):

@@ -185,6 +185,8 @@ def _reduced_shape(reduction, x, axis=None, keepdims=False):
     """The shape of ``reduction(x, axis, keepdims=keepdims)`` (np.sum, np.mean...), and
     the same errors for an axis it refuses."""
     shape = np.shape(x)
+    if type(keepdims) not in (bool, np.bool_, int):
+        raise TypeError(f"keepdims={keepdims!r} is not a bool")
     if not shape:  # NumPy's rules for a 0-d operand differ by reduction: ask it
         return _Shape(np.shape(reduction(np.zeros(()), axis, keepdims=keepdims)))
     axes = () if axis is None else axis if isinstance(axis, tuple) else (axis,)

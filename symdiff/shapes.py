@@ -135,8 +135,8 @@ def _expr(node, found, functions, np_alias) -> Sources:
 def _broadcasts(fn) -> bool:
     """An elementwise NumPy function of one result that broadcasts its operands (not a
     generalized ufunc such as np.matmul, nor np.modf's two results)."""
-    if isinstance(fn, np.ufunc):
-        return fn.signature is None and fn.nout == 1
+    if isinstance(fn, np.ufunc):  # (with a float64 loop: np.left_shift has none)
+        return fn.signature is None and fn.nout == 1 and "d" * fn.nin + "->d" in fn.types
     return any(fn is f for f in _BROADCASTING)
 
 
