@@ -34,7 +34,8 @@ def prune(program: Program) -> Program:
     forward = list(program.forward)
     if not program.with_value and not program.check:
         values, shaped = _uses(backward)
-        stand_ins: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+        # name -> (its stand-in's code, the names it reads, guarded, checks anything)
+        stand_ins: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {}
         must_run: set[str] = set()
         certain: set[str] = set()  # names certainly holding NumPy values
         for eqn in ir.eqns:
