@@ -128,3 +128,22 @@ def fresh_module(source: str, name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+class Frozen:
+    """A stand-in for stop_gradient: records each value once, then replays it.
+
+    Central differences of a function that calls it see every stopped value frozen at the
+    point, as long as the perturbed calls take the same path (same calls, same order).
+    Set ``replay`` (and ``k = 0``) after the first call.
+    """
+
+    def __init__(self):
+        self.values, self.replay, self.k = [], False, 0
+
+    def __call__(self, v):
+        if not self.replay:
+            self.values.append(np.copy(v) if isinstance(v, np.ndarray) else v)
+            return v
+        self.k += 1
+        return self.values[self.k - 1]

@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 import pytest
-from gradcheck import agrees, check_grad, equals, fresh_module, load, numeric_grad
+from gradcheck import Frozen, agrees, check_grad, equals, fresh_module, load, numeric_grad
 from gradcheck import contract_grads as run
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -41,31 +41,11 @@ B233 = RNG.standard_normal((2, 3, 3))
 V5 = RNG.standard_normal(5)
 
 
-
-
-class _Frozen:
-    """A stand-in for stop_gradient: records each value once, then replays it.
-
-    Central differences of a function that calls it see every stopped value frozen at the
-    point, as long as the perturbed calls take the same path (same calls, same order).
-    """
-
-    def __init__(self):
-        self.values, self.replay, self.k = [], False, 0
-
-    def __call__(self, v):
-        if not self.replay:
-            self.values.append(np.copy(v) if isinstance(v, np.ndarray) else v)
-            return v
-        self.k += 1
-        return self.values[self.k - 1]
-
-
 def frozen_reference(source, args, wrt, name="f", h=1e-6):
     """Central differences of ``name`` in ``source`` (which imports stop_gradient as sg)
     with every stop_gradient value frozen at ``args``."""
     module = load(source.replace("from symdiff import stop_gradient as sg", ""))
-    frozen = _Frozen()
+    frozen = Frozen()
     module.sg = frozen
     f = getattr(module, name)
     f(*args)

@@ -33,7 +33,7 @@ import warnings
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, load, numeric_grad
+from gradcheck import Frozen, check_grad, load, numeric_grad
 from gradcheck import contract_grads as run
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -93,25 +93,11 @@ def checked(module, name, args, wrt=None, expected=None, rtol=1e-5, atol=1e-6):
     return kept
 
 
-class _Frozen:
-    """A stand-in for stop_gradient: records each value once, then replays it."""
-
-    def __init__(self):
-        self.values, self.replay, self.k = [], False, 0
-
-    def __call__(self, v):
-        if not self.replay:
-            self.values.append(np.copy(v) if isinstance(v, np.ndarray) else v)
-            return v
-        self.k += 1
-        return self.values[self.k - 1]
-
-
 def frozen_reference(source, name, args, wrt):
     """Central differences of ``name`` in ``source`` (which imports stop_gradient as sg)
     with every stop_gradient value frozen at ``args``."""
     module = load(source.replace("from symdiff import stop_gradient as sg", ""))
-    frozen = module.sg = _Frozen()
+    frozen = module.sg = Frozen()
     f = getattr(module, name)
     f(*args)
     frozen.replay = True

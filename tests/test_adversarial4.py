@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 import pytest
-from gradcheck import agrees, check_grad, equals, fresh_module, load, numeric_grad
+from gradcheck import Frozen, agrees, check_grad, equals, fresh_module, load, numeric_grad
 from gradcheck import contract_grads as run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -771,23 +771,9 @@ def _program(rnd: random.Random):
     return source, tuple(args), wrt
 
 
-class _Frozen:
-    """stop_gradient for the reference: records each value, then replays it."""
-
-    def __init__(self):
-        self.values, self.replay, self.k = [], False, 0
-
-    def __call__(self, v):
-        if not self.replay:
-            self.values.append(np.copy(v) if isinstance(v, np.ndarray) else v)
-            return v
-        self.k += 1
-        return self.values[self.k - 1]
-
-
 def _frozen_reference(source, args, wrt):
     module = load(source.replace("from symdiff import stop_gradient as sg", ""))
-    frozen = _Frozen()
+    frozen = Frozen()
     module.sg = frozen
     module.f(*args)
     frozen.replay = True
