@@ -87,8 +87,9 @@ def emit(program: Program) -> str:
     out.append(f"    {program.seed} = 1.0")
     for p in program.floats:  # derivatives in float64: not a list, not integers that wrap
         out.append(f"    if {kind.format(p)} is not float: {p} = _as_float({p})")
-    for p in program.lists:  # what array operations' rules read: a list as an array
-        out.append(f"    if {kind.format(p)} is list: {p} = {ir.np_alias}.asarray({p})")
+    if program.lists:  # what array operations' rules read: a list as an array there
+        names = ", ".join(program.lists)
+        out.append(f"    {names}{',' if len(program.lists) == 1 else ''} = _arrays({names})")
     out += _lines(program.backward, printer, 1, forward=False)
     # A gradient that may be an array the caller can see (an argument, module data, another
     # gradient) is copied; one made here for itself alone is handed out as it is.

@@ -168,6 +168,12 @@ def _as_float(value):
     return value
 
 
+def _arrays(*values):
+    """``values``, with each list among them as an array (of its own dtype: an index list
+    stays integers), for the array operations' rules, which read ``.ndim`` and slice."""
+    return tuple(np.asarray(v) if type(v) is list else v for v in values)
+
+
 def _numpy(*values):
     """Whether each of ``values`` is a NumPy float (an array or a scalar) or a stand-in for
     one: then arithmetic on them raises only where their shapes do not fit (integers may
