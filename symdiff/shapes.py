@@ -9,6 +9,9 @@ and the forward sweep to know where the function's value is certainly a scalar.
 
 A claim made here must never be wrong: anything this module cannot read (a call it does
 not know to broadcast, an attribute, a keyword) makes the value its own source.
+
+``numpy_guard`` reads the same expressions for what prune needs before it skips one: which
+operands must hold NumPy floats for it to raise only on shapes that do not fit.
 """
 
 from __future__ import annotations
@@ -53,8 +56,12 @@ def sources(found: dict[str, Sources], name: str) -> Sources:
 
 
 def array_results(ir: IR) -> set[str]:
-    """The names array operations (and stop_gradient, and values without gradient) bind:
-    a value whose sources include one of these is an array, not a Python number."""
+    """The names array operations (and stop_gradient, and values without gradient) bind.
+
+    A value whose sources include one of these is most likely an array, not a Python
+    number: used where a wrong guess costs only speed (the in-place helpers check at run
+    time; a Python number takes the plain operators).
+    """
     return _array_results(ir.eqns)
 
 
