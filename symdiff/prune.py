@@ -32,8 +32,8 @@ def prune(program: Program) -> Program:
     arrays = array_results(ir)
     backward = _live(list(program.backward), {adj for _, adj in grads if adj})
     forward = list(program.forward)
+    values, shaped = _uses(backward)  # what the backward sweep reads: values, shapes
     if not program.with_value and not program.check:
-        values, shaped = _uses(backward)
         # name -> (its stand-in's code, the names it reads, guarded, checks anything)
         stand_ins: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {}
         must_run: set[str] = set()
@@ -48,12 +48,10 @@ def prune(program: Program) -> Program:
                         certain, operands)
     # An array read by the backward sweep only for its shape is let go after its last use
     # in the forward one; one it does not read at all is deleted after its last use.
-    values, shaped = _uses(backward)
-    values |= {p for p, _ in grads} | {ir.result}
+    kept = values | {p for p, _ in grads} | {ir.result}
     made = {line.target for line in forward if isinstance(line, Line) and line.target
-            and not sources(shapes, line.target).isdisjoint(arrays)} - values
+            and not sources(shapes, line.target).isdisjoint(arrays)} - kept
     forward = _release(forward, made & shaped, made - shaped)
-    values = set(_uses(backward)[0])
     floats = tuple(p for p in program.floats if p in values)
     lists = tuple(p for p in program.lists if p in values)
     return dataclasses.replace(program, forward=tuple(forward), backward=tuple(backward),
@@ -92,6 +90,7 @@ def _stand_in(eqn: Eqn, ir, shapes, certain, stand_ins, must_run):
             eqn.code.func.value.id == ir.np_alias
         guard = () if function or a in certain else (a,)
         reads = (a,)
+        checks = axis is not None or a not in certain  # an axis; or a that may not fit
     elif eqn.kind in ("elementwise", "stop_gradient"):
         found_guard = numpy_guard(eqn, certain, ir)
         guard = found_guard and found_guard[0]
@@ -102,12 +101,10 @@ def _stand_in(eqn: Eqn, ir, shapes, certain, stand_ins, must_run):
             return
         reads = tuple(sorted(found))
         stand_in = f"_shape_of({', '.join(reads)})"
+        checks = len(reads) > 1  # shapes against each other (one always fits)
     else:
         must_run.add(eqn.out)
         return
-    # Whether the stand-in checks anything: an axis, or operands' shapes against each other.
-    checks = len(reads) > 1 or eqn.kind == "array" and (axis is not None or
-                                                        reads[0] not in certain)
     stand_ins[eqn.out] = (stand_in, reads, bool(guard), checks)
 
 

@@ -243,10 +243,7 @@ def _unbound(name):
 def _size(*values):
     """How many elements the broadcast of ``values`` has, at least 1 (np.mean's count,
     from its operands; the gradient of an empty mean is empty whatever it is)."""
-    size = 1
-    for n in np.broadcast_shapes(*map(np.shape, values)):
-        size *= n
-    return max(size, 1)
+    return max(_shape_of(*values).size, 1)
 
 
 def _count(x, out):
@@ -397,12 +394,22 @@ def _scatter(g, x, index):
 _NUMERIC = (np.ndarray, np.generic, float, int)  # what np.result_type reads as it is
 
 
+def _own(acc):
+    """Whether ``acc`` is an ndarray with writeable data of its own (not a view): one that
+    the gradient may write into, where the caller knows nothing else reads it."""
+    return type(acc) is np.ndarray and acc.flags.writeable and acc.flags.owndata
+
+
+def _holds(acc, g):
+    """Whether ``acc op= g`` keeps ``acc``'s shape and dtype, in an array of its own."""
+    return _own(acc) and isinstance(g, _NUMERIC) and (
+        np.shape(g) == acc.shape or np.ndim(g) == 0) and np.result_type(acc, g) == acc.dtype
+
+
 def _add_to(acc, g):
     """``acc + g``, added into ``acc`` itself where it is an array that the gradient made
     for this adjoint alone (the caller knows) and that can hold the sum."""
-    if type(acc) is np.ndarray and acc.flags.writeable and acc.flags.owndata and \
-            isinstance(g, _NUMERIC) and (np.shape(g) == acc.shape or np.ndim(g) == 0) and \
-            np.result_type(acc, g) == acc.dtype:
+    if _holds(acc, g):
         acc += g
         return acc
     return acc + g
@@ -411,9 +418,7 @@ def _add_to(acc, g):
 def _times(g, f):
     """``g * f``, computed in ``g``'s own array where the caller knows g is not read again
     and g is an array of its own that can hold the product."""
-    if type(g) is np.ndarray and g.flags.writeable and g.flags.owndata and \
-            isinstance(f, _NUMERIC) and (np.shape(f) == g.shape or np.ndim(f) == 0) and \
-            np.result_type(g, f) == g.dtype:
+    if _holds(g, f):
         g *= f
         return g
     return g * f
@@ -422,8 +427,8 @@ def _times(g, f):
 def _scatter_add(acc, g, x, index):
     """``acc + _scatter(g, x, index)``, added in place where ``acc`` is an array that the
     gradient made for this adjoint alone (the caller knows) and that can hold the sum."""
-    if type(acc) is np.ndarray and acc.flags.writeable and acc.flags.owndata and \
-            acc.shape == np.shape(x) and acc.dtype == np.result_type(acc, g, np.float64):
+    if _own(acc) and acc.shape == np.shape(x) and \
+            acc.dtype == np.result_type(acc, g, np.float64):
         if _integer_index(index):
             np.add.at(acc, index, g)  # repeated indices add up
         else:
