@@ -402,43 +402,35 @@ def test_a_sibling_module_that_exits_on_import_does_not_end_the_cli(tmp_path, ca
     assert status == 0 and out.startswith("def grad_f(x):")
 
 
-def test_a_circular_import_does_not_run_the_file(tmp_path, capsys):
+def circular(tmp_path, capsys, helper_imports, file_head):
+    """Run the CLI on FILE whose helper module imports FILE back; ``(status, out, err)``."""
     name, helpers = unique("adv_model"), unique("adv_utils")
-    (tmp_path / f"{helpers}.py").write_text(
-        f"import {name}\n\ndef helper(u):\n    return u * 3.0\n")
+    (tmp_path / f"{helpers}.py").write_text(helper_imports.format(name=name) +
+                                            "\n\ndef helper(u):\n    return u * 3.0\n")
     path = write(tmp_path, f"""\
         print("THE FILE WAS RUN")
+        {file_head}
         from {helpers} import helper
 
         def f(x):
             return helper(x) * 2.0
         """, name=f"{name}.py")
     try:
-        status, out, err = run(capsys, path)
+        return (*run(capsys, path), helpers)
     finally:
         for n in (name, helpers):
             sys.modules.pop(n, None)
+
+
+def test_a_circular_import_does_not_run_the_file(tmp_path, capsys):
+    status, out, err, _ = circular(tmp_path, capsys, "import {name}", "")
     assert "THE FILE WAS RUN" not in out + err
     assert status == 0 and out.startswith("def grad_f(x):"), err
 
 
 def test_a_circular_import_that_reads_the_file_is_reported_not_run(tmp_path, capsys):
-    name, helpers = unique("adv_model"), unique("adv_utils")
-    (tmp_path / f"{helpers}.py").write_text(
-        f"from {name} import SCALE\n\ndef helper(u):\n    return u * SCALE\n")
-    path = write(tmp_path, f"""\
-        print("THE FILE WAS RUN")
-        SCALE = 3.0
-        from {helpers} import helper
-
-        def f(x):
-            return helper(x) * 2.0
-        """, name=f"{name}.py")
-    try:
-        status, out, err = run(capsys, path)
-    finally:
-        for n in (name, helpers):
-            sys.modules.pop(n, None)
+    status, out, err, helpers = circular(tmp_path, capsys, "from {name} import SCALE",
+                                         "SCALE = 3.0")
     assert "THE FILE WAS RUN" not in out + err
     assert status != 0 and f"from {helpers} import helper failed" in err, err
     assert "cannot import name 'SCALE'" in err
