@@ -35,6 +35,7 @@ import operator
 import os
 import pkgutil
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -741,6 +742,7 @@ def main(argv=None):
     started = time.time()
     with ThreadPoolExecutor(options.jobs) as pool:
         rows = [row for found in pool.map(lambda c: run_worker(c, 1800), jobs) for row in found]
+    shutil.rmtree(workdir, ignore_errors=True)
     text = report(rows, time.time() - started)
     Path(options.report).write_text(text)
     Path(options.report).with_suffix(".json").write_text(json.dumps(rows, indent=1, default=str))
