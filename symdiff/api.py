@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import ast
+import copy
+import dataclasses
 import re
+import sys
+import types
 import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import SymdiffError
+from . import calls
+from .errors import Problem, SymdiffError
 
 _MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -33,6 +39,8 @@ class Gradient:
 
     ``source`` is the generated Python source, ``fun`` the original function. The gradient
     is built on first use (call, ``source``) and cached in memory per function and options.
+    It pickles (and copies) as its function and options, and is built again where it is
+    unpickled.
 
     >>> from symdiff import grad
     >>> def f(x):
@@ -42,31 +50,64 @@ class Gradient:
     (12.0, True)
     """
 
-    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "_built", "_ready", "__weakref__")
+    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "_built", "_ready", "_signature",
+                 "__weakref__")
 
     def __init__(self, fun, wrt, with_value=False, as_tuple=False):
+        _refuse(fun)
         self.fun = fun
         self.wrt = wrt
         self.with_value = with_value
         self.as_tuple = as_tuple
         self._built = None
         self._ready = None  # the built function, when a call has nothing to check first
+        self._signature = None  # where the arguments are, once built
 
     def __call__(self, *args, **kwargs):
         # A scalar gradient costs a few hundred nanoseconds: this path stays short.
         fn = self._ready
         if fn is None:
             fn = self._prepare().fn
+        signature = self._signature
+        if kwargs or len(args) != signature.arity:
+            signature.check(self.fun, args, kwargs)
+        else:
+            for a in args:
+                t = type(a)
+                if t not in calls.PLAIN and (t is not np.ndarray or a.dtype.kind not in "fiub"):
+                    signature.check(self.fun, args, kwargs)
+                    break
         try:
             return fn(*args, **kwargs) if kwargs else fn(*args)
-        except (ZeroDivisionError, OverflowError) as e:
-            built = self._built
-            # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): if the
-            # derivatives raised (not the function's own code), run again on NumPy floats.
-            if not _in_backward(e, built):
-                raise
-            return built.fn(*map(_numpy_scalar, args),
-                            **{k: _numpy_scalar(v) for k, v in kwargs.items()})
+        except Exception as e:
+            error = e
+        built = self._built
+        # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): if the
+        # derivatives raised (not the function's own code), run again on NumPy floats.
+        if isinstance(error, (ZeroDivisionError, OverflowError)) and _in_backward(error, built):
+            try:
+                return built.fn(*map(_numpy_scalar, args),
+                                **{k: _numpy_scalar(v) for k, v in kwargs.items()})
+            except Exception as e:
+                error = e
+        raise calls.failure(error, self.fun, built)
+
+    def __reduce__(self):
+        # Pickled as its function (by reference, as functions pickle) and options; the
+        # gradient is built again where it is unpickled. Under @grad the module's name
+        # holds the gradient, not the function: then the gradient is found by that name.
+        options = (self.wrt, self.with_value, self.as_tuple)
+        module = getattr(self.fun, "__module__", None)
+        qualname = getattr(self.fun, "__qualname__", "")
+        if isinstance(_lookup(module, qualname), Gradient):
+            return _by_name, (module, qualname, *options)
+        return Gradient, (self.fun, *options)
+
+    def __copy__(self):
+        return Gradient(self.fun, self.wrt, self.with_value, self.as_tuple)
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()  # a function is copied as itself, as copy.deepcopy does
 
     def _prepare(self) -> _Built:
         """Build if needed, rebuild if a called function was rebound, read module data."""
@@ -107,6 +148,8 @@ class Gradient:
         built = per_fn.get(key)
         if built is None or built is stale:
             built = per_fn[key] = _build(self.fun, self.wrt, self.with_value, self.as_tuple)
+        if self._signature is None:
+            self._signature = calls.signature(self.fun, self.wrt)
         self._built = built
         self._ready = None if built.refresh or built.guards else built.fn
         return built
@@ -203,7 +246,7 @@ def _build(fun, wrt, with_value, as_tuple) -> _Built:
     from .compile import compile_source
     from .parse import parse
 
-    parsed = parse(fun)
+    parsed = _without_default_code(parse(fun))
     ir, source = build_source(parsed, wrt, with_value, as_tuple)
     names = {n: obj for n, obj, _ in ir.globals}
     fn, globs = compile_source(source, "grad_" + ir.name, names, ir.np_alias)
@@ -266,6 +309,39 @@ def _defaults(fn, fun):
     fn.__kwdefaults__ = getattr(fun, "__kwdefaults__", None)
 
 
+def _without_default_code(parsed):
+    """``parsed`` with each default that is not a literal replaced by ``...``.
+
+    The generated def must not evaluate a default's code again: it may read names of an
+    enclosing function, gone by now (``def make(k): def f(x, s=k)``, ``lambda x, i=i:``),
+    or give another value now. ``_defaults`` gives the gradient the values Python computed
+    at the def.
+    """
+    a = parsed.node.args
+    if all(map(_literal, [*a.defaults, *a.kw_defaults])):
+        return parsed
+    args = copy.copy(a)
+    args.defaults = [_placeholder(d) for d in a.defaults]
+    args.kw_defaults = [_placeholder(d) for d in a.kw_defaults]
+    node = copy.copy(parsed.node)
+    node.args = args
+    return dataclasses.replace(parsed, node=node)
+
+
+def _literal(node) -> bool:
+    if node is None:  # a keyword-only parameter without a default
+        return True
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _placeholder(node):
+    return node if _literal(node) else ast.copy_location(ast.Constant(...), node)
+
+
 _MISSING = object()
 
 
@@ -302,6 +378,94 @@ def _guards(guards) -> tuple:
         else:  # a closure cell
             out.append(((lambda c: lambda: c.cell_contents)(where), fn, code))
     return tuple(out)
+
+
+def _refuse(fun):
+    """Refuse at ``grad(fun)`` what symdiff does not differentiate yet: a gradient (higher
+    order), a bound method or a function defined in a class body (whose first parameter
+    is ``self``: it would be differentiated, giving 0)."""
+    if isinstance(fun, Gradient):
+        name = getattr(fun.fun, "__qualname__", "a function")
+        raise _at_def(fun.fun, None, f"the gradient of a gradient of {name}: higher-order "
+                      "derivatives are not supported yet",
+                      "first derivatives: grad(f) of a plain function (write a derivative "
+                      "out as a function of its own to differentiate it again)")
+    if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__code__"):
+        raise _at_def(fun.__func__, 0, f"{fun.__qualname__} is a bound method: methods are "
+                      f"not supported yet (its first parameter, {_first(fun.__func__)}, would "
+                      "be differentiated)", _METHOD_HINT)
+    if _in_class_body(fun):
+        raise _at_def(fun, 0, f"{fun.__qualname__} is defined in a class body: methods are "
+                      f"not supported yet (its first parameter, {_first(fun)}, would be "
+                      "differentiated)", _METHOD_HINT)
+
+
+_METHOD_HINT = ("a function outside the class taking what it reads from self as "
+                "parameters (def loss(w, x), then grad(loss, wrt=1)(model.w, x)), or a "
+                "@staticmethod")
+
+
+def _first(fn) -> str:
+    code = fn.__code__
+    return code.co_varnames[0] if code.co_argcount else "none"
+
+
+def _in_class_body(fun) -> bool:
+    """Whether ``fun`` was defined in a class body and not marked @staticmethod."""
+    code = getattr(fun, "__code__", None)
+    qualname = getattr(fun, "__qualname__", "")
+    # "C.f" and "make.<locals>.C.f" are in a class body; "make.<locals>.f" and
+    # "<listcomp>.<lambda>" (a comprehension's scope) are not.
+    if code is None or "." not in qualname or qualname.split(".")[-2].startswith("<"):
+        return False
+    from .parse import parse
+
+    try:
+        node = parse(fun).node
+    except SymdiffError:
+        return code.co_argcount > 0
+    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" or
+                 isinstance(d, ast.Attribute) and d.attr == "staticmethod"
+                 for d in node.decorator_list)
+    return not static
+
+
+def _at_def(fn, parameter, message, hint) -> SymdiffError:
+    """A SymdiffError at the def of ``fn``, or at its parameter of index ``parameter``
+    (without its source, at its first line)."""
+    from .parse import parse
+
+    try:
+        parsed = parse(fn)
+    except SymdiffError:
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return SymdiffError(f"{message}; supported instead: {hint}")
+        return SymdiffError(problems=(Problem(code.co_filename, code.co_firstlineno, 1,
+                                              message, hint=hint),))
+    a = parsed.node.args
+    params = [*a.posonlyargs, *a.args]
+    node = params[parameter] if parameter is not None and parameter < len(params) \
+        else parsed.node
+    return parsed.source.error(node, message, hint)
+
+
+def _lookup(module, qualname):
+    """The object named ``qualname`` in the imported module ``module``, or None."""
+    obj = sys.modules.get(module) if module else None
+    for part in qualname.split(".") if obj is not None else ():
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _by_name(module, qualname, wrt, with_value, as_tuple):
+    """Unpickle a gradient whose function's name holds a gradient (``@grad def f``)."""
+    import importlib
+
+    importlib.import_module(module)
+    found = _lookup(module, qualname)
+    return Gradient(found.fun if isinstance(found, Gradient) else found, wrt, with_value,
+                    as_tuple)
 
 
 def _normalize_wrt(wrt):

@@ -1,0 +1,249 @@
+"""A gradient's call: its arguments checked, and an error from the generated code tied to
+the user's source line it comes from. Nothing here imports SymPy."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import linecache
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import Problem, SymdiffError
+
+# Argument types that need no closer look; an ndarray needs a look at its dtype.
+PLAIN = frozenset({float, int, bool, np.float64, np.float32, np.float16, np.int64, np.int32,
+                   np.int16, np.int8, np.uint8, np.bool_})
+REAL = "fiub"  # the dtype kinds that are differentiated (as float64)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Where a function's parameters are found in a call of its gradient.
+
+    ``arity`` is the number of positional parameters: a call that passes exactly that many,
+    all positionally, reads no default. ``wrt`` holds (name, position or None for a
+    keyword-only parameter) per differentiated parameter.
+    """
+
+    arity: int
+    positional: tuple[str, ...]
+    wrt: tuple[tuple[str, int | None], ...]
+    varargs: str = "args"
+
+    def check(self, fun, args, kwargs):
+        """Raise a located SymdiffError for an argument that cannot be differentiated (or
+        is complex, where no parameter may be)."""
+        defaults = dict(zip(self.positional[len(self.positional) - len(fun.__defaults__ or ()):],
+                            fun.__defaults__ or (), strict=True))
+        defaults.update(fun.__kwdefaults__ or {})
+        for name, position in self.wrt:
+            if position is not None and position < len(args):
+                value = args[position]
+            elif name in kwargs:
+                value = kwargs[name]
+            elif name in defaults:
+                value = defaults[name]
+            else:
+                continue  # missing: Python says so at the call
+            kind = unsupported(value)
+            if kind is not None:
+                raise _refusal(fun, name, kind)
+        extra = [("*" + self.varargs, v) for v in args[len(self.positional):]]
+        for name, value in [*zip(self.positional, args, strict=False), *extra,
+                            *kwargs.items()]:
+            if _is_complex(value):
+                raise _refusal(fun, name, unsupported(value))
+
+
+def signature(fun, wrt) -> Signature:
+    """The Signature of ``fun`` differentiated with respect to ``wrt`` (already checked by
+    the build: names and positions that are out of range are left out)."""
+    code = fun.__code__
+    positional = code.co_varnames[: code.co_argcount]
+    keyword_only = code.co_varnames[code.co_argcount: code.co_argcount + code.co_kwonlyargcount]
+    slots = []
+    for w in wrt:
+        if isinstance(w, int) and not isinstance(w, bool):
+            if -len(positional) <= w < len(positional):
+                slots.append((positional[w], w % len(positional)))
+        elif w in positional:
+            slots.append((w, positional.index(w)))
+        elif w in keyword_only:
+            slots.append((w, None))
+    varargs = code.co_varnames[len(positional) + len(keyword_only)] \
+        if code.co_flags & inspect.CO_VARARGS else "args"
+    return Signature(len(positional), tuple(positional), tuple(slots), varargs)
+
+
+def unsupported(value) -> str | None:
+    """What ``value`` is, said for an error, if it cannot be differentiated; else None.
+
+    Numbers, real NumPy scalars and arrays, and lists of numbers (nested lists of the same
+    lengths: they are read as arrays) can; containers of arrays cannot yet.
+    """
+    if isinstance(value, (bool, int, float)):
+        return None
+    if isinstance(value, (np.ndarray, np.generic)):
+        kind = value.dtype.kind
+        if kind in REAL:
+            return None
+        what = "complex numbers" if kind == "c" else f"dtype {value.dtype}"
+        return f"an array of {what}" if isinstance(value, np.ndarray) else \
+            f"a NumPy scalar of {what}"
+    if isinstance(value, list):
+        return _list_kind(value)
+    if value is None:
+        return "None"
+    if isinstance(value, complex):
+        return "a complex number"
+    name = type(value).__name__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    return f"{article} {name}"
+
+
+def _list_kind(value: list) -> str | None:
+    for item in value:
+        if isinstance(item, np.ndarray):
+            return "a list of arrays"
+        if isinstance(item, list):
+            kind = _list_kind(item)
+            if kind is not None:
+                return kind
+        elif unsupported(item) is not None:
+            return f"a list holding {unsupported(item)}"
+    try:
+        np.asarray(value, dtype=np.float64)
+    except ValueError:
+        return "a list of lists of different lengths"
+    return None
+
+
+def _is_complex(value) -> bool:
+    return isinstance(value, complex) or isinstance(value, (np.ndarray, np.generic)) and \
+        value.dtype.kind == "c"
+
+
+_CONTAINERS = ("a tuple", "a dict", "a list of arrays", "a list of lists of different lengths")
+
+
+def _refusal(fun, name, kind) -> SymdiffError:
+    if "complex" in kind:
+        message = f"{name} received {kind}; complex numbers are not supported"
+        hint = "real arguments: pass the real and imaginary parts as two parameters"
+    elif kind in _CONTAINERS:
+        message = (f"{name} received {kind}; gradients with respect to tuples, dicts and "
+                   "lists of arrays are not supported yet")
+        hint = "an array (np.asarray of the numbers), or one parameter per array"
+    else:
+        message = f"{name} received {kind}, which cannot be differentiated"
+        hint = "a float, an int, or a NumPy array (or a list) of real numbers"
+    return SymdiffError(problems=(_parameter_problem(fun, name, message, hint),))
+
+
+def _parameter_problem(fun, name, message, hint) -> Problem:
+    """A problem pointing at parameter ``name`` in ``fun``'s def (or at the def's line)."""
+    from .parse import parse
+
+    code = fun.__code__
+    try:
+        parsed = parse(fun)
+    except SymdiffError:
+        return Problem(code.co_filename, code.co_firstlineno, 1, message, hint=hint)
+    node = next((a for a in ast.walk(parsed.node.args)
+                 if isinstance(a, ast.arg) and a.arg == name.lstrip("*")), parsed.node)
+    return parsed.source.problem(node, message, hint)
+
+
+# --- errors raised inside the generated code ---
+
+_PLACE = re.compile(r"#\s*(?:grad of )?line (\d+)(?: of (\w+))?")
+
+
+def failure(error: Exception, fun, built) -> Exception:
+    """The exception to raise for ``error``, raised inside ``built``'s generated function.
+
+    An unlocated SymdiffError (a check the generated code makes) or an error of the
+    backward sweep becomes a SymdiffError at the user's line it comes from; an error of
+    the forward sweep, which runs the function's own code, keeps its type (the function
+    itself raises it) and gains a note saying which line of the function raised it.
+    """
+    if isinstance(error, SymdiffError) and error.problems or isinstance(
+            error, (MemoryError, RecursionError)):
+        return error
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code is not built.fn.__code__:
+        tb = tb.tb_next
+    if tb is None:  # raised before the generated code ran (a wrong number of arguments)
+        return error
+    lines = built.source.splitlines()
+    place = _place(fun, built, lines, tb.tb_lineno)
+    if isinstance(error, SymdiffError):
+        located = SymdiffError(problems=(place(str(error)),))
+        located.__suppress_context__ = True  # the same message, now with its place
+        return located
+    if tb.tb_lineno < built.backward:
+        name = getattr(fun, "__name__", "the function")
+        error.add_note(place(f"raised by this line of {name}'s own code, which its gradient "
+                             "runs as the function does").format())
+        return error
+    located = SymdiffError(problems=(place(
+        f"computing the gradient of this line failed: {type(error).__name__}: {error}"),))
+    located.__cause__ = error
+    return located
+
+
+def _place(fun, built, lines, lineno):
+    """A maker of Problems at the user's line that generated line ``lineno`` comes from."""
+    code = fun.__code__
+    filename, line = code.co_filename, None
+    text = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
+    if "_check_scalar(" in text:  # the output's check: the function's return
+        line = _return_line(fun)
+    else:
+        # Forward lines carry "# line N"; backward lines sit under "# grad of line N".
+        for i in range(lineno - 1, -1, -1):
+            match = _PLACE.search(lines[i])
+            if match:
+                line, helper = int(match.group(1)), match.group(2)
+                filename = _helper_file(helper, built) or filename
+                break
+            if i + 1 == built.backward:  # between the seed and the first heading
+                break
+    if line is None:
+        line = code.co_firstlineno
+    source_line = linecache.getline(filename, line).rstrip("\n")
+    col = len(source_line) - len(source_line.lstrip()) + 1
+    return lambda message: Problem(filename, line, col, message, source_line)
+
+
+def _helper_file(name, built) -> str | None:
+    """The file of the inlined helper ``name`` (a nested def is in its caller's file)."""
+    if name is None:
+        return None
+    for _, helper, code in built.guards:
+        if code is not None and getattr(helper, "__name__", None) == name:
+            return code.co_filename
+    return None
+
+
+def _return_line(fun) -> int | None:
+    from .parse import parse
+
+    try:
+        node = parse(fun).node
+    except SymdiffError:
+        return None
+    returns = [n for n in _own_nodes(node) if isinstance(n, ast.Return)]
+    return returns[0].lineno if len(returns) == 1 else node.lineno
+
+
+def _own_nodes(node):
+    """The nodes of a def's body, not those of defs and lambdas nested in it."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                  ast.ClassDef)):
+            yield from _own_nodes(child)
