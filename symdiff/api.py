@@ -99,7 +99,8 @@ class Gradient:
         options = (self.wrt, self.with_value, self.as_tuple)
         module = getattr(self.fun, "__module__", None)
         qualname = getattr(self.fun, "__qualname__", "")
-        if isinstance(_lookup(module, qualname), Gradient):
+        found = _lookup(module, qualname)
+        if isinstance(found, Gradient) and found.fun is self.fun:
             return _by_name, (module, qualname, *options)
         return Gradient, (self.fun, *options)
 
@@ -392,12 +393,10 @@ def _refuse(fun):
                       "out as a function of its own to differentiate it again)")
     if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__code__"):
         raise _at_def(fun.__func__, 0, f"{fun.__qualname__} is a bound method: methods are "
-                      f"not supported yet (its first parameter, {_first(fun.__func__)}, would "
-                      "be differentiated)", _METHOD_HINT)
+                      f"not supported yet{_first(fun.__func__)}", _METHOD_HINT)
     if _in_class_body(fun):
         raise _at_def(fun, 0, f"{fun.__qualname__} is defined in a class body: methods are "
-                      f"not supported yet (its first parameter, {_first(fun)}, would be "
-                      "differentiated)", _METHOD_HINT)
+                      f"not supported yet{_first(fun)}", _METHOD_HINT)
 
 
 _METHOD_HINT = ("a function outside the class taking what it reads from self as "
@@ -407,7 +406,9 @@ _METHOD_HINT = ("a function outside the class taking what it reads from self as 
 
 def _first(fn) -> str:
     code = fn.__code__
-    return code.co_varnames[0] if code.co_argcount else "none"
+    if not code.co_argcount:
+        return ""
+    return f" (its first parameter, {code.co_varnames[0]}, would be differentiated)"
 
 
 def _in_class_body(fun) -> bool:

@@ -36,18 +36,15 @@ class Signature:
     def check(self, fun, args, kwargs):
         """Raise a located SymdiffError for an argument that cannot be differentiated (or
         is complex, where no parameter may be)."""
-        defaults = dict(zip(self.positional[len(self.positional) - len(fun.__defaults__ or ()):],
-                            fun.__defaults__ or (), strict=True))
-        defaults.update(fun.__kwdefaults__ or {})
         for name, position in self.wrt:
             if position is not None and position < len(args):
                 value = args[position]
             elif name in kwargs:
                 value = kwargs[name]
-            elif name in defaults:
-                value = defaults[name]
             else:
-                continue  # missing: Python says so at the call
+                value = _default(fun, self.positional, name)
+                if value is _MISSING:
+                    continue  # Python says so at the call
             kind = unsupported(value)
             if kind is not None:
                 raise _refusal(fun, name, kind)
@@ -56,6 +53,17 @@ class Signature:
                             *kwargs.items()]:
             if _is_complex(value):
                 raise _refusal(fun, name, unsupported(value))
+
+
+_MISSING = object()
+
+
+def _default(fun, positional, name):
+    """The default Python gave parameter ``name`` at ``fun``'s def, or _MISSING."""
+    defaults = fun.__defaults__ or ()
+    if name in positional[len(positional) - len(defaults):]:
+        return defaults[positional.index(name) - (len(positional) - len(defaults))]
+    return (fun.__kwdefaults__ or {}).get(name, _MISSING)
 
 
 def signature(fun, wrt) -> Signature:
@@ -159,7 +167,9 @@ def _parameter_problem(fun, name, message, hint) -> Problem:
 
 # --- errors raised inside the generated code ---
 
-_PLACE = re.compile(r"#\s*(?:grad of )?line (\d+)(?: of (\w+))?")
+# The heading of a source line's adjoint statements, and the comment ending a forward line.
+_HEADING = re.compile(r"\s*# grad of line (\d+)(?: of (\w+))?:")
+_COMMENT = re.compile(r"  # line (\d+)(?: of (\w+))?(?=:|$)")
 
 
 def failure(error: Exception, fun, built) -> Exception:
@@ -205,7 +215,8 @@ def _place(fun, built, lines, lineno):
     else:
         # Forward lines carry "# line N"; backward lines sit under "# grad of line N".
         for i in range(lineno - 1, -1, -1):
-            match = _PLACE.search(lines[i])
+            # (The last comment: a string in the user's code could hold one too.)
+            match = _HEADING.match(lines[i]) or ([None, *_COMMENT.finditer(lines[i])][-1])
             if match:
                 line, helper = int(match.group(1)), match.group(2)
                 filename = _helper_file(helper, built) or filename

@@ -394,3 +394,37 @@ def test_an_error_of_the_backward_sweep_is_located_and_chained():
         "        y = x * s\n"
         "        ^")
     assert isinstance(e.__cause__, TypeError)
+
+
+def test_an_error_in_a_helper_of_another_module_names_that_file(tmp_path, monkeypatch):
+    (tmp_path / "symdiff_helpers_elsewhere.py").write_text(textwrap.dedent("""
+        import numpy as np
+
+        def other(a):
+            b = a * 1.0
+            return np.linalg.norm(b, ord=1)
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        f = load("""
+            from symdiff_helpers_elsewhere import other
+
+            def f(x):
+                return other(x * 2.0)
+            """, "f")
+        text = str(error_of(lambda: grad(f)(np.ones(2))))
+    finally:
+        sys.modules.pop("symdiff_helpers_elsewhere", None)
+    assert text.startswith(f"{tmp_path / 'symdiff_helpers_elsewhere.py'}:6:5: symdiff "
+                           "differentiates np.linalg.norm")
+
+
+def test_a_string_that_looks_like_a_line_comment_does_not_move_the_place():
+    f = load("""
+        def f(x, tag):
+            assert tag != "  # line 99", "bad tag"
+            return x * 2.0
+        """, "f")
+    with pytest.raises(AssertionError) as e:
+        grad(f)(1.0, "  # line 99")
+    assert e.value.__notes__[0].startswith(f"{inspect.getsourcefile(f)}:3:5: raised by")
