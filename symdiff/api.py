@@ -7,14 +7,13 @@ import copy
 import dataclasses
 import re
 import sys
-import types
 import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import calls
-from .errors import Problem, SymdiffError
+from .errors import SymdiffError
 
 _MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -383,72 +382,15 @@ def _guards(guards) -> tuple:
 
 def _refuse(fun):
     """Refuse at ``grad(fun)`` what symdiff does not differentiate yet: a gradient (higher
-    order), a bound method or a function defined in a class body (whose first parameter
-    is ``self``: it would be differentiated, giving 0)."""
+    order), a method (see ``calls.refuse_method``)."""
     if isinstance(fun, Gradient):
         name = getattr(fun.fun, "__qualname__", "a function")
-        raise _at_def(fun.fun, None, f"the gradient of a gradient of {name}: higher-order "
-                      "derivatives are not supported yet",
-                      "first derivatives: grad(f) of a plain function (write a derivative "
-                      "out as a function of its own to differentiate it again)")
-    if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__code__"):
-        raise _at_def(fun.__func__, 0, f"{fun.__qualname__} is a bound method: methods are "
-                      f"not supported yet{_first(fun.__func__)}", _METHOD_HINT)
-    if _in_class_body(fun):
-        raise _at_def(fun, 0, f"{fun.__qualname__} is defined in a class body: methods are "
-                      f"not supported yet{_first(fun)}", _METHOD_HINT)
-
-
-_METHOD_HINT = ("a function outside the class taking what it reads from self as "
-                "parameters (def loss(w, x), then grad(loss, wrt=1)(model.w, x)), or a "
-                "@staticmethod")
-
-
-def _first(fn) -> str:
-    code = fn.__code__
-    if not code.co_argcount:
-        return ""
-    return f" (its first parameter, {code.co_varnames[0]}, would be differentiated)"
-
-
-def _in_class_body(fun) -> bool:
-    """Whether ``fun`` was defined in a class body and not marked @staticmethod."""
-    code = getattr(fun, "__code__", None)
-    qualname = getattr(fun, "__qualname__", "")
-    # "C.f" and "make.<locals>.C.f" are in a class body; "make.<locals>.f" and
-    # "<listcomp>.<lambda>" (a comprehension's scope) are not.
-    if code is None or "." not in qualname or qualname.split(".")[-2].startswith("<"):
-        return False
-    from .parse import parse
-
-    try:
-        node = parse(fun).node
-    except SymdiffError:
-        return code.co_argcount > 0
-    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" or
-                 isinstance(d, ast.Attribute) and d.attr == "staticmethod"
-                 for d in node.decorator_list)
-    return not static
-
-
-def _at_def(fn, parameter, message, hint) -> SymdiffError:
-    """A SymdiffError at the def of ``fn``, or at its parameter of index ``parameter``
-    (without its source, at its first line)."""
-    from .parse import parse
-
-    try:
-        parsed = parse(fn)
-    except SymdiffError:
-        code = getattr(fn, "__code__", None)
-        if code is None:
-            return SymdiffError(f"{message}; supported instead: {hint}")
-        return SymdiffError(problems=(Problem(code.co_filename, code.co_firstlineno, 1,
-                                              message, hint=hint),))
-    a = parsed.node.args
-    params = [*a.posonlyargs, *a.args]
-    node = params[parameter] if parameter is not None and parameter < len(params) \
-        else parsed.node
-    return parsed.source.error(node, message, hint)
+        raise calls.at_def(fun.fun, None, f"the gradient of a gradient of {name}: "
+                           "higher-order derivatives are not supported yet",
+                           "first derivatives: grad(f) of a plain function (write a "
+                           "derivative out as a function of its own to differentiate it "
+                           "again)")
+    calls.refuse_method(fun)
 
 
 def _lookup(module, qualname):

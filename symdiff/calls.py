@@ -1,5 +1,6 @@
-"""A gradient's call: its arguments checked, and an error from the generated code tied to
-the user's source line it comes from. Nothing here imports SymPy."""
+"""What a gradient accepts: functions grad() refuses (methods), the arguments of a call
+checked, and an error from the generated code tied to the user's source line it comes
+from. Nothing here imports SymPy."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import ast
 import inspect
 import linecache
 import re
+import types
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,6 +106,9 @@ def unsupported(value) -> str | None:
             f"a NumPy scalar of {what}"
     if isinstance(value, list):
         return _list_kind(value)
+    dtype = getattr(value, "dtype", None)
+    if isinstance(dtype, np.dtype) and hasattr(value, "shape"):  # another array library's
+        return None if dtype.kind in REAL else f"an array of dtype {dtype}"
     if value is None:
         return "None"
     if isinstance(value, complex):
@@ -130,8 +136,8 @@ def _list_kind(value: list) -> str | None:
 
 
 def _is_complex(value) -> bool:
-    return isinstance(value, complex) or isinstance(value, (np.ndarray, np.generic)) and \
-        value.dtype.kind == "c"
+    dtype = getattr(value, "dtype", None)
+    return isinstance(value, complex) or isinstance(dtype, np.dtype) and dtype.kind == "c"
 
 
 _CONTAINERS = ("a tuple", "a dict", "a list of arrays", "a list of lists of different lengths")
@@ -148,21 +154,80 @@ def _refusal(fun, name, kind) -> SymdiffError:
     else:
         message = f"{name} received {kind}, which cannot be differentiated"
         hint = "a float, an int, or a NumPy array (or a list) of real numbers"
-    return SymdiffError(problems=(_parameter_problem(fun, name, message, hint),))
+    return at_def(fun, name.lstrip("*"), message, hint)
 
 
-def _parameter_problem(fun, name, message, hint) -> Problem:
-    """A problem pointing at parameter ``name`` in ``fun``'s def (or at the def's line)."""
+# --- what grad() refuses ---
+
+
+def refuse_method(fun):
+    """Refuse a bound method or a function defined in a class body: its first parameter
+    (``self``) would be differentiated, giving 0. Methods come later."""
+    if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__code__"):
+        raise at_def(fun.__func__, 0, f"{fun.__qualname__} is a bound method: methods are "
+                     f"not supported yet{_first(fun.__func__)}", _METHOD_HINT)
+    if _in_class_body(fun):
+        raise at_def(fun, 0, f"{fun.__qualname__} is defined in a class body: methods are "
+                     f"not supported yet{_first(fun)}", _METHOD_HINT)
+
+
+_METHOD_HINT = ("a function outside the class taking what it reads from self as "
+                "parameters (def loss(w, x), then grad(loss, wrt=1)(model.w, x)), or a "
+                "@staticmethod")
+
+
+def _first(fn) -> str:
+    code = fn.__code__
+    if not code.co_argcount:
+        return ""
+    return f" (its first parameter, {code.co_varnames[0]}, would be differentiated)"
+
+
+def _in_class_body(fun) -> bool:
+    """Whether ``fun`` was defined in a class body and not marked @staticmethod."""
+    code = getattr(fun, "__code__", None)
+    qualname = getattr(fun, "__qualname__", "")
+    # "C.f" and "make.<locals>.C.f" are in a class body; "make.<locals>.f" and
+    # "<listcomp>.<lambda>" (a comprehension's scope) are not.
+    if code is None or "." not in qualname or qualname.split(".")[-2].startswith("<"):
+        return False
+    static = _STATIC.get(code)
+    if static is None:  # read once per code object: grad(C.f) may run in a loop
+        from .parse import parse
+
+        try:
+            node = parse(fun).node
+        except SymdiffError:
+            return code.co_argcount > 0
+        static = _STATIC[code] = any(
+            isinstance(d, ast.Name) and d.id == "staticmethod" or
+            isinstance(d, ast.Attribute) and d.attr == "staticmethod"
+            for d in node.decorator_list)
+    return not static
+
+
+_STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> a @staticmethod?
+
+
+def at_def(fn, parameter, message, hint) -> SymdiffError:
+    """A SymdiffError at the def of ``fn``, or at its ``parameter`` (a position among the
+    positional ones, or a name); without its source, at its first line."""
     from .parse import parse
 
-    code = fun.__code__
     try:
-        parsed = parse(fun)
+        parsed = parse(fn)
     except SymdiffError:
-        return Problem(code.co_filename, code.co_firstlineno, 1, message, hint=hint)
-    node = next((a for a in ast.walk(parsed.node.args)
-                 if isinstance(a, ast.arg) and a.arg == name.lstrip("*")), parsed.node)
-    return parsed.source.problem(node, message, hint)
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return SymdiffError(f"{message}; supported instead: {hint}")
+        return SymdiffError(problems=(Problem(code.co_filename, code.co_firstlineno, 1,
+                                              message, hint=hint),))
+    a = parsed.node.args
+    params = [*a.posonlyargs, *a.args] if isinstance(parameter, int) else [
+        p for p in ast.walk(a) if isinstance(p, ast.arg) and p.arg == parameter]
+    index = parameter if isinstance(parameter, int) else 0
+    node = params[index] if parameter is not None and index < len(params) else parsed.node
+    return parsed.source.error(node, message, hint)
 
 
 # --- errors raised inside the generated code ---
