@@ -16,6 +16,7 @@ from . import calls
 from .errors import SymdiffError
 
 _MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PLAIN = calls.PLAIN
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Gradient:
     """
 
     __slots__ = ("fun", "wrt", "with_value", "as_tuple", "_built", "_ready", "_signature",
-                 "__weakref__")
+                 "_arity", "__weakref__")
 
     def __init__(self, fun, wrt, with_value=False, as_tuple=False):
         _refuse(fun)
@@ -61,20 +62,20 @@ class Gradient:
         self._built = None
         self._ready = None  # the built function, when a call has nothing to check first
         self._signature = None  # where the arguments are, once built
+        self._arity = -1  # how many positional arguments a call with nothing left out has
 
     def __call__(self, *args, **kwargs):
         # A scalar gradient costs a few hundred nanoseconds: this path stays short.
         fn = self._ready
         if fn is None:
             fn = self._prepare().fn
-        signature = self._signature
-        if kwargs or len(args) != signature.arity:
-            signature.check(self.fun, args, kwargs)
+        if kwargs or len(args) != self._arity:
+            self._signature.check(self.fun, args, kwargs)
         else:
             for a in args:
-                t = type(a)
-                if t not in calls.PLAIN and (t is not np.ndarray or a.dtype.kind not in "fiub"):
-                    signature.check(self.fun, args, kwargs)
+                if type(a) not in _PLAIN and (type(a) is not np.ndarray
+                                              or a.dtype.kind not in "fiub"):
+                    self._signature.check(self.fun, args, kwargs)
                     break
         try:
             return fn(*args, **kwargs) if kwargs else fn(*args)
@@ -150,6 +151,7 @@ class Gradient:
             built = per_fn[key] = _build(self.fun, self.wrt, self.with_value, self.as_tuple)
         if self._signature is None:
             self._signature = calls.signature(self.fun, self.wrt)
+            self._arity = self._signature.arity
         self._built = built
         self._ready = None if built.refresh or built.guards else built.fn
         return built
@@ -407,6 +409,10 @@ def _by_name(module, qualname, wrt, with_value, as_tuple):
 
     importlib.import_module(module)
     found = _lookup(module, qualname)
+    if found is None:
+        import pickle
+
+        raise pickle.UnpicklingError(f"cannot find {module}.{qualname} to rebuild its gradient")
     return Gradient(found.fun if isinstance(found, Gradient) else found, wrt, with_value,
                     as_tuple)
 
