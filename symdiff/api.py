@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import ast
+import copy
+import dataclasses
 import re
+import sys
 import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import calls
 from .errors import SymdiffError
 
 _MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PLAIN = calls.PLAIN
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,8 @@ class Gradient:
 
     ``source`` is the generated Python source, ``fun`` the original function. The gradient
     is built on first use (call, ``source``) and cached in memory per function and options.
+    It pickles (and copies) as its function and options, and is built again where it is
+    unpickled.
 
     >>> from symdiff import grad
     >>> def f(x):
@@ -42,31 +50,65 @@ class Gradient:
     (12.0, True)
     """
 
-    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "_built", "_ready", "__weakref__")
+    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "_built", "_ready", "_signature",
+                 "_arity", "__weakref__")
 
     def __init__(self, fun, wrt, with_value=False, as_tuple=False):
+        _refuse(fun)
         self.fun = fun
         self.wrt = wrt
         self.with_value = with_value
         self.as_tuple = as_tuple
         self._built = None
         self._ready = None  # the built function, when a call has nothing to check first
+        self._signature = None  # where the arguments are, once built
+        self._arity = -1  # how many positional arguments a call with nothing left out has
 
     def __call__(self, *args, **kwargs):
         # A scalar gradient costs a few hundred nanoseconds: this path stays short.
         fn = self._ready
         if fn is None:
             fn = self._prepare().fn
+        if kwargs or len(args) != self._arity:
+            self._signature.check(self.fun, args, kwargs)
+        else:
+            for a in args:
+                if type(a) not in _PLAIN and (type(a) is not np.ndarray
+                                              or a.dtype.kind not in "fiub"):
+                    self._signature.check(self.fun, args, kwargs)
+                    break
         try:
             return fn(*args, **kwargs) if kwargs else fn(*args)
-        except (ZeroDivisionError, OverflowError) as e:
-            built = self._built
-            # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): if the
-            # derivatives raised (not the function's own code), run again on NumPy floats.
-            if not _in_backward(e, built):
-                raise
-            return built.fn(*map(_numpy_scalar, args),
-                            **{k: _numpy_scalar(v) for k, v in kwargs.items()})
+        except Exception as e:
+            error = e
+        built = self._built
+        # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): if the
+        # derivatives raised (not the function's own code), run again on NumPy floats.
+        if isinstance(error, (ZeroDivisionError, OverflowError)) and _in_backward(error, built):
+            try:
+                return built.fn(*map(_numpy_scalar, args),
+                                **{k: _numpy_scalar(v) for k, v in kwargs.items()})
+            except Exception as e:
+                error = e
+        raise calls.failure(error, self.fun, built)
+
+    def __reduce__(self):
+        # Pickled as its function (by reference, as functions pickle) and options; the
+        # gradient is built again where it is unpickled. Under @grad the module's name
+        # holds the gradient, not the function: then the gradient is found by that name.
+        options = (self.wrt, self.with_value, self.as_tuple)
+        module = getattr(self.fun, "__module__", None)
+        qualname = getattr(self.fun, "__qualname__", "")
+        found = _lookup(module, qualname)
+        if isinstance(found, Gradient) and found.fun is self.fun:
+            return _by_name, (module, qualname, *options)
+        return Gradient, (self.fun, *options)
+
+    def __copy__(self):
+        return Gradient(self.fun, self.wrt, self.with_value, self.as_tuple)
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()  # a function is copied as itself, as copy.deepcopy does
 
     def _prepare(self) -> _Built:
         """Build if needed, rebuild if a called function was rebound, read module data."""
@@ -107,6 +149,9 @@ class Gradient:
         built = per_fn.get(key)
         if built is None or built is stale:
             built = per_fn[key] = _build(self.fun, self.wrt, self.with_value, self.as_tuple)
+        if self._signature is None:
+            self._signature = calls.signature(self.fun, self.wrt)
+            self._arity = self._signature.arity
         self._built = built
         self._ready = None if built.refresh or built.guards else built.fn
         return built
@@ -203,7 +248,7 @@ def _build(fun, wrt, with_value, as_tuple) -> _Built:
     from .compile import compile_source
     from .parse import parse
 
-    parsed = parse(fun)
+    parsed = _without_default_code(parse(fun))
     ir, source = build_source(parsed, wrt, with_value, as_tuple)
     names = {n: obj for n, obj, _ in ir.globals}
     fn, globs = compile_source(source, "grad_" + ir.name, names, ir.np_alias)
@@ -266,6 +311,39 @@ def _defaults(fn, fun):
     fn.__kwdefaults__ = getattr(fun, "__kwdefaults__", None)
 
 
+def _without_default_code(parsed):
+    """``parsed`` with each default that is not a literal replaced by ``...``.
+
+    The generated def must not evaluate a default's code again: it may read names of an
+    enclosing function, gone by now (``def make(k): def f(x, s=k)``, ``lambda x, i=i:``),
+    or give another value now. ``_defaults`` gives the gradient the values Python computed
+    at the def.
+    """
+    a = parsed.node.args
+    if all(map(_literal, [*a.defaults, *a.kw_defaults])):
+        return parsed
+    args = copy.copy(a)
+    args.defaults = [_placeholder(d) for d in a.defaults]
+    args.kw_defaults = [_placeholder(d) for d in a.kw_defaults]
+    node = copy.copy(parsed.node)
+    node.args = args
+    return dataclasses.replace(parsed, node=node)
+
+
+def _literal(node) -> bool:
+    if node is None:  # a keyword-only parameter without a default
+        return True
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _placeholder(node):
+    return node if _literal(node) else ast.copy_location(ast.Constant(...), node)
+
+
 _MISSING = object()
 
 
@@ -302,6 +380,41 @@ def _guards(guards) -> tuple:
         else:  # a closure cell
             out.append(((lambda c: lambda: c.cell_contents)(where), fn, code))
     return tuple(out)
+
+
+def _refuse(fun):
+    """Refuse at ``grad(fun)`` what symdiff does not differentiate yet: a gradient (higher
+    order), a method (see ``calls.refuse_method``)."""
+    if isinstance(fun, Gradient):
+        name = getattr(fun.fun, "__qualname__", "a function")
+        raise calls.at_def(fun.fun, None, f"the gradient of a gradient of {name}: "
+                           "higher-order derivatives are not supported yet",
+                           "first derivatives: grad(f) of a plain function (write a "
+                           "derivative out as a function of its own to differentiate it "
+                           "again)")
+    calls.refuse_method(fun)
+
+
+def _lookup(module, qualname):
+    """The object named ``qualname`` in the imported module ``module``, or None."""
+    obj = sys.modules.get(module) if module else None
+    for part in qualname.split(".") if obj is not None else ():
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _by_name(module, qualname, wrt, with_value, as_tuple):
+    """Unpickle a gradient whose function's name holds a gradient (``@grad def f``)."""
+    import importlib
+
+    importlib.import_module(module)
+    found = _lookup(module, qualname)
+    if found is None:
+        import pickle
+
+        raise pickle.UnpicklingError(f"cannot find {module}.{qualname} to rebuild its gradient")
+    return Gradient(found.fun if isinstance(found, Gradient) else found, wrt, with_value,
+                    as_tuple)
 
 
 def _normalize_wrt(wrt):

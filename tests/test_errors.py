@@ -173,8 +173,10 @@ def test_wrt_errors_name_the_parameters():
 
 def test_non_scalar_output_names_the_shape():
     text = error_text("def f(x):\n    return x * 2\n", call=(np.ones((2, 3)),))
-    assert text == ("f returned an array of shape (2, 3); a gradient needs a scalar output: "
-                    "reduce it first (np.sum, np.mean) or differentiate each element")
+    assert text == ("F:2:5: f returned an array of shape (2, 3); a gradient needs a scalar "
+                    "output: reduce it first (np.sum, np.mean) or differentiate each element\n"
+                    "        return x * 2\n"
+                    "        ^")
 
 
 def test_functions_without_source_are_refused_clearly():

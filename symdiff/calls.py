@@ -1,0 +1,325 @@
+"""What a gradient accepts: functions grad() refuses (methods), the arguments of a call
+checked, and an error from the generated code tied to the user's source line it comes
+from. Nothing here imports SymPy."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import linecache
+import re
+import types
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import Problem, SymdiffError
+
+# Argument types that need no closer look; an ndarray needs a look at its dtype.
+PLAIN = frozenset({float, int, bool, np.float64, np.float32, np.float16, np.int64, np.int32,
+                   np.int16, np.int8, np.uint8, np.bool_})
+REAL = "fiub"  # the dtype kinds that are differentiated (as float64)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Where a function's parameters are found in a call of its gradient.
+
+    ``arity`` is the number of positional parameters: a call that passes exactly that many,
+    all positionally, reads no default. ``wrt`` holds (name, position or None for a
+    keyword-only parameter) per differentiated parameter.
+    """
+
+    arity: int
+    positional: tuple[str, ...]
+    wrt: tuple[tuple[str, int | None], ...]
+    varargs: str = "args"
+
+    def check(self, fun, args, kwargs):
+        """Raise a located SymdiffError for an argument that cannot be differentiated (or
+        is complex, where no parameter may be)."""
+        for name, position in self.wrt:
+            if position is not None and position < len(args):
+                value = args[position]
+            elif name in kwargs:
+                value = kwargs[name]
+            else:
+                value = _default(fun, self.positional, name)
+                if value is _MISSING:
+                    continue  # Python says so at the call
+            kind = unsupported(value)
+            if kind is not None:
+                raise _refusal(fun, name, kind)
+        extra = [("*" + self.varargs, v) for v in args[len(self.positional):]]
+        for name, value in [*zip(self.positional, args, strict=False), *extra,
+                            *kwargs.items()]:
+            if _is_complex(value):
+                raise _refusal(fun, name, unsupported(value))
+
+
+_MISSING = object()
+
+
+def _default(fun, positional, name):
+    """The default Python gave parameter ``name`` at ``fun``'s def, or _MISSING."""
+    defaults = fun.__defaults__ or ()
+    if name in positional[len(positional) - len(defaults):]:
+        return defaults[positional.index(name) - (len(positional) - len(defaults))]
+    return (fun.__kwdefaults__ or {}).get(name, _MISSING)
+
+
+def signature(fun, wrt) -> Signature:
+    """The Signature of ``fun`` differentiated with respect to ``wrt`` (already checked by
+    the build: names and positions that are out of range are left out)."""
+    code = fun.__code__
+    positional = code.co_varnames[: code.co_argcount]
+    keyword_only = code.co_varnames[code.co_argcount: code.co_argcount + code.co_kwonlyargcount]
+    slots = []
+    for w in wrt:
+        if isinstance(w, int) and not isinstance(w, bool):
+            if -len(positional) <= w < len(positional):
+                slots.append((positional[w], w % len(positional)))
+        elif w in positional:
+            slots.append((w, positional.index(w)))
+        elif w in keyword_only:
+            slots.append((w, None))
+    varargs = code.co_varnames[len(positional) + len(keyword_only)] \
+        if code.co_flags & inspect.CO_VARARGS else "args"
+    return Signature(len(positional), tuple(positional), tuple(slots), varargs)
+
+
+def unsupported(value) -> str | None:
+    """What ``value`` is, said for an error, if it cannot be differentiated; else None.
+
+    Numbers, real NumPy scalars and arrays, and lists of numbers (nested lists of the same
+    lengths: they are read as arrays) can; containers of arrays cannot yet.
+    """
+    if isinstance(value, (bool, int, float)):
+        return None
+    if isinstance(value, (np.ndarray, np.generic)):
+        kind = value.dtype.kind
+        if kind in REAL:
+            return None
+        what = "complex numbers" if kind == "c" else f"dtype {value.dtype}"
+        return f"an array of {what}" if isinstance(value, np.ndarray) else \
+            f"a NumPy scalar of {what}"
+    if isinstance(value, list):
+        return _list_kind(value)
+    dtype = getattr(value, "dtype", None)
+    if isinstance(dtype, np.dtype) and hasattr(value, "shape"):  # another array library's
+        return None if dtype.kind in REAL else f"an array of dtype {dtype}"
+    if value is None:
+        return "None"
+    if isinstance(value, complex):
+        return "a complex number"
+    name = type(value).__name__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    return f"{article} {name}"
+
+
+def _list_kind(value: list) -> str | None:
+    for item in value:
+        if isinstance(item, np.ndarray):
+            return "a list of arrays"
+        if isinstance(item, list):
+            kind = _list_kind(item)
+            if kind is not None:
+                return kind
+        elif unsupported(item) is not None:
+            return f"a list holding {unsupported(item)}"
+    try:
+        np.asarray(value, dtype=np.float64)
+    except ValueError:
+        return "a list of lists of different lengths"
+    return None
+
+
+def _is_complex(value) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return isinstance(value, complex) or isinstance(dtype, np.dtype) and dtype.kind == "c"
+
+
+_CONTAINERS = ("a tuple", "a dict", "a list of arrays", "a list of lists of different lengths")
+
+
+def _refusal(fun, name, kind) -> SymdiffError:
+    if "complex" in kind:
+        message = f"{name} received {kind}; complex numbers are not supported"
+        hint = "real arguments: pass the real and imaginary parts as two parameters"
+    elif kind in _CONTAINERS:
+        message = (f"{name} received {kind}; gradients with respect to tuples, dicts and "
+                   "lists of arrays are not supported yet")
+        hint = "an array (np.asarray of the numbers), or one parameter per array"
+    else:
+        message = f"{name} received {kind}, which cannot be differentiated"
+        hint = "a float, an int, or a NumPy array (or a list) of real numbers"
+    return at_def(fun, name.lstrip("*"), message, hint)
+
+
+# --- what grad() refuses ---
+
+
+def refuse_method(fun):
+    """Refuse a bound method or a function defined in a class body: its first parameter
+    (``self``) would be differentiated, giving 0. Methods come later."""
+    if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__code__"):
+        raise at_def(fun.__func__, 0, f"{fun.__qualname__} is a bound method: methods are "
+                     f"not supported yet{_first(fun.__func__)}", _METHOD_HINT)
+    if _in_class_body(fun):
+        raise at_def(fun, 0, f"{fun.__qualname__} is defined in a class body: methods are "
+                     f"not supported yet{_first(fun)}", _METHOD_HINT)
+
+
+_METHOD_HINT = ("a function outside the class taking what it reads from self as "
+                "parameters (def loss(w, x), then grad(loss, wrt=1)(model.w, x)), or a "
+                "@staticmethod")
+
+
+def _first(fn) -> str:
+    code = fn.__code__
+    if not code.co_argcount:
+        return ""
+    return f" (its first parameter, {code.co_varnames[0]}, would be differentiated)"
+
+
+def _in_class_body(fun) -> bool:
+    """Whether ``fun`` was defined in a class body and not marked @staticmethod."""
+    code = getattr(fun, "__code__", None)
+    qualname = getattr(fun, "__qualname__", "")
+    # "C.f" and "make.<locals>.C.f" are in a class body; "make.<locals>.f" and
+    # "<listcomp>.<lambda>" (a comprehension's scope) are not.
+    if code is None or "." not in qualname or qualname.split(".")[-2].startswith("<"):
+        return False
+    static = _STATIC.get(code)
+    if static is None:  # read once per code object: grad(C.f) may run in a loop
+        from .parse import parse
+
+        try:
+            node = parse(fun).node
+        except SymdiffError:
+            return code.co_argcount > 0
+        static = _STATIC[code] = any(
+            isinstance(d, ast.Name) and d.id == "staticmethod" or
+            isinstance(d, ast.Attribute) and d.attr == "staticmethod"
+            for d in node.decorator_list)
+    return not static
+
+
+_STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> a @staticmethod?
+
+
+def at_def(fn, parameter, message, hint) -> SymdiffError:
+    """A SymdiffError at the def of ``fn``, or at its ``parameter`` (a position among the
+    positional ones, or a name); without its source, at its first line."""
+    from .parse import parse
+
+    try:
+        parsed = parse(fn)
+    except SymdiffError:
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return SymdiffError(f"{message}; supported instead: {hint}")
+        return SymdiffError(problems=(Problem(code.co_filename, code.co_firstlineno, 1,
+                                              message, hint=hint),))
+    a = parsed.node.args
+    params = [*a.posonlyargs, *a.args] if isinstance(parameter, int) else [
+        p for p in ast.walk(a) if isinstance(p, ast.arg) and p.arg == parameter]
+    index = parameter if isinstance(parameter, int) else 0
+    node = params[index] if parameter is not None and index < len(params) else parsed.node
+    return parsed.source.error(node, message, hint)
+
+
+# --- errors raised inside the generated code ---
+
+# The heading of a source line's adjoint statements, and the comment ending a forward line.
+_HEADING = re.compile(r"\s*# grad of line (\d+)(?: of (\w+))?:")
+_COMMENT = re.compile(r"  # line (\d+)(?: of (\w+))?(?=:|$)")
+
+
+def failure(error: Exception, fun, built) -> Exception:
+    """The exception to raise for ``error``, raised inside ``built``'s generated function.
+
+    An unlocated SymdiffError (a check the generated code makes) or an error of the
+    backward sweep becomes a SymdiffError at the user's line it comes from; an error of
+    the forward sweep, which runs the function's own code, keeps its type (the function
+    itself raises it) and gains a note saying which line of the function raised it.
+    """
+    if isinstance(error, SymdiffError) and error.problems or isinstance(
+            error, (MemoryError, RecursionError)):
+        return error
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code is not built.fn.__code__:
+        tb = tb.tb_next
+    if tb is None:  # raised before the generated code ran (a wrong number of arguments)
+        return error
+    lines = built.source.splitlines()
+    place = _place(fun, built, lines, tb.tb_lineno)
+    if isinstance(error, SymdiffError):
+        located = SymdiffError(problems=(place(str(error)),))
+        located.__suppress_context__ = True  # the same message, now with its place
+        return located
+    if tb.tb_lineno < built.backward:
+        name = getattr(fun, "__name__", "the function")
+        error.add_note(place(f"raised by this line of {name}'s own code, which its gradient "
+                             "runs as the function does").format())
+        return error
+    located = SymdiffError(problems=(place(
+        f"computing the gradient of this line failed: {type(error).__name__}: {error}"),))
+    located.__cause__ = error
+    return located
+
+
+def _place(fun, built, lines, lineno):
+    """A maker of Problems at the user's line that generated line ``lineno`` comes from."""
+    code = fun.__code__
+    filename, line = code.co_filename, None
+    text = lines[lineno - 1] if 0 < lineno <= len(lines) else ""
+    if "_check_scalar(" in text:  # the output's check: the function's return
+        line = _return_line(fun)
+    else:
+        # Forward lines carry "# line N"; backward lines sit under "# grad of line N".
+        for i in range(lineno - 1, -1, -1):
+            # (The last comment: a string in the user's code could hold one too.)
+            match = _HEADING.match(lines[i]) or ([None, *_COMMENT.finditer(lines[i])][-1])
+            if match:
+                line, helper = int(match.group(1)), match.group(2)
+                filename = _helper_file(helper, built) or filename
+                break
+            if i + 1 == built.backward:  # between the seed and the first heading
+                break
+    if line is None:
+        line = code.co_firstlineno
+    source_line = linecache.getline(filename, line).rstrip("\n")
+    col = len(source_line) - len(source_line.lstrip()) + 1
+    return lambda message: Problem(filename, line, col, message, source_line)
+
+
+def _helper_file(name, built) -> str | None:
+    """The file of the inlined helper ``name`` (a nested def is in its caller's file)."""
+    if name is None:
+        return None
+    for _, helper, code in built.guards:
+        if code is not None and getattr(helper, "__name__", None) == name:
+            return code.co_filename
+    return None
+
+
+def _return_line(fun) -> int | None:
+    from .parse import parse
+
+    try:
+        node = parse(fun).node
+    except SymdiffError:
+        return None
+    returns = [n for n in _own_nodes(node) if isinstance(n, ast.Return)]
+    return returns[0].lineno if len(returns) == 1 else node.lineno
+
+
+def _own_nodes(node):
+    """The nodes of a def's body, not those of defs and lambdas nested in it."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                  ast.ClassDef)):
+            yield from _own_nodes(child)

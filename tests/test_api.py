@@ -1,0 +1,430 @@
+"""Calling a gradient: the kinds of arguments it takes, what grad() refuses (methods,
+gradients), defaults, pickling and copying, and errors raised at the call."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import multiprocessing
+import pickle
+import sys
+import textwrap
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+from gradcheck import check_grad, load
+
+from symdiff import SymdiffError, grad, value_and_grad
+
+M = load("""
+    import numpy as np
+
+    def f(x, y):
+        return x * y + 2.0 * x
+
+    def scaled(x, s):
+        return np.sum(x * s[0])
+
+    def keyed(x, d):
+        return x * d["a"]
+
+    def first(p):
+        return p[0] * p[1]
+
+    def total(p):
+        return np.sum(p[0] * p[1])
+
+    def tail(p):
+        return np.sum(p[1:]) * 2.0
+
+    def sines(p):
+        return np.sum(np.sin(p))
+
+    def optional(x, y=None):
+        return x * 2.0
+
+    def keyword_only(x, *, w):
+        return x * w
+
+    def starred(x, *rest):
+        return x * 3.0
+
+    def norm1(x):
+        y = x * 2.0
+        return np.linalg.norm(y, ord=1)
+
+    def dot_of_stacks(x):
+        return np.sum(np.dot(x, x))
+
+    def matrix_out(x):
+        return x @ x.T
+
+    def reciprocal(x):
+        y = 1.0 / x
+        return y * 2.0
+
+    def checked(x):
+        assert x > 0, "positive"
+        return x * 2.0
+
+    def helper(a):
+        return np.linalg.norm(a, ord=1)
+
+    def calls_helper(x):
+        y = x * 2.0
+        return helper(y)
+
+    class Scale:
+        def __rmul__(self, other):
+            return other * 2.0
+
+    def times(x, s):
+        y = x * s
+        return y
+""")
+
+
+def error_of(call) -> SymdiffError:
+    with pytest.raises(SymdiffError) as e:
+        call()
+    return e.value
+
+
+def text_of(call, module=M) -> str:
+    return str(error_of(call)).replace(inspect.getsourcefile(module.f), "F")
+
+
+# --- methods: refused until they are supported, never differentiated w.r.t. self ---
+
+C = load("""
+    import numpy as np
+    from symdiff import grad
+
+    class Model:
+        def __init__(self):
+            self.w = 2.0
+
+        def loss(self, x):
+            return x ** 2
+
+        @staticmethod
+        @grad
+        def static_loss(x):
+            return x ** 2
+
+    def make():
+        class Local:
+            def loss(self, x):
+                return x ** 2
+        return Local
+
+    def outer():
+        def inner(x):
+            return x ** 3
+        return inner
+
+    squares = [lambda x: x ** 2 for _ in range(2)]
+""")
+
+
+def test_a_bound_method_is_refused_at_its_self_parameter():
+    text = str(error_of(lambda: grad(C.Model().loss)))
+    assert text == (
+        f"{inspect.getsourcefile(C.make)}:9:14: Model.loss is a bound method: methods are "
+        "not supported yet (its first parameter, self, would be differentiated)\n"
+        "        def loss(self, x):\n"
+        "                 ^\n"
+        "  supported instead: a function outside the class taking what it reads from self as "
+        "parameters (def loss(w, x), then grad(loss, wrt=1)(model.w, x)), or a @staticmethod")
+
+
+def test_grad_in_a_class_body_is_refused_when_the_class_is_made():
+    source = """
+        from symdiff import grad
+
+        class Model:
+            @grad
+            def dloss(self, x):
+                return x ** 2
+        """
+    text = str(error_of(lambda: load(source)))
+    assert ":6:15: Model.dloss is defined in a class body: methods are not supported yet " \
+        "(its first parameter, self, would be differentiated)" in text
+
+
+@pytest.mark.parametrize("fn", [lambda: C.Model.loss, lambda: C.make().loss,
+                                lambda: value_and_grad(C.Model().loss)])
+def test_functions_of_class_bodies_are_refused(fn):
+    assert "methods are not supported yet" in str(error_of(lambda: grad(fn())))
+
+
+def test_functions_that_are_not_methods_are_differentiated():
+    assert C.Model.static_loss(3.0) == 6.0
+    assert grad(C.outer())(2.0) == 12.0
+    assert [grad(f)(3.0) for f in C.squares] == [6.0, 6.0]
+
+
+# --- grad of a gradient ---
+
+@pytest.mark.parametrize("outer", [grad, value_and_grad])
+def test_a_gradient_of_a_gradient_is_refused_at_the_inner_def(outer):
+    text = text_of(lambda: outer(grad(M.f, wrt=1)))
+    assert text.startswith("F:4:1: the gradient of a gradient of f: higher-order derivatives "
+                           "are not supported yet\n    def f(x, y):\n    ^\n")
+
+
+# --- the kinds of arguments at a differentiated position ---
+
+@pytest.mark.parametrize(("value", "kind"), [
+    ("s", "a str"), (None, "None"), (object(), "an object"), (M.Scale(), "a Scale"),
+    (np.array(["a"]), "an array of dtype <U1"), (np.array([1.0, None]),
+                                                 "an array of dtype object"),
+    ([1.0, "a"], "a list holding a str"),
+])
+def test_a_value_that_is_not_a_number_is_refused_at_the_call(value, kind):
+    text = text_of(lambda: grad(M.f, wrt=1)(2.0, value))
+    assert text == (f"F:4:10: y received {kind}, which cannot be differentiated\n"
+                    "    def f(x, y):\n"
+                    "             ^\n"
+                    "  supported instead: a float, an int, or a NumPy array (or a list) of real "
+                    "numbers")
+
+
+def test_the_kind_is_checked_however_the_argument_is_passed():
+    assert "y received None" in text_of(lambda: grad(M.f, wrt=1)(2.0, y=None))
+    assert "y received None" in text_of(lambda: grad(M.optional, wrt=1)(2.0))
+    assert "w received a str" in text_of(lambda: grad(M.keyword_only, wrt="w")(2.0, w="a"))
+    assert "x received a dict" in text_of(lambda: grad(M.f)(x={}, y=2.0))
+
+
+@pytest.mark.parametrize(("fn", "value", "kind"), [
+    (M.first, (2.0, 3.0), "a tuple"),
+    (M.first, {0: 2.0, 1: 3.0}, "a dict"),
+    (M.total, [np.ones(2), np.ones(3)], "a list of arrays"),
+    (M.total, [np.ones(2), np.ones(2)], "a list of arrays"),
+    (M.tail, [np.ones(2), np.ones(2), np.ones(2)], "a list of arrays"),
+    (M.total, [[1.0, 2.0], [3.0]], "a list of lists of different lengths"),
+])
+def test_containers_are_refused_at_the_call(fn, value, kind):
+    text = text_of(lambda: grad(fn)(value))
+    assert f"p received {kind}; gradients with respect to tuples, dicts and lists of arrays " \
+        "are not supported yet" in text
+    assert "supported instead: an array (np.asarray of the numbers), or one parameter per " \
+        "array" in text
+
+
+def test_numbers_arrays_and_lists_of_numbers_are_differentiated():
+    check_grad(M.first, ([2.0, 3.0],))
+    np.testing.assert_allclose(grad(M.first)([2.0, 3.0]), [3.0, 2.0])
+    np.testing.assert_allclose(grad(M.tail)([1.0, 2.0, 3.0]), [0.0, 2.0, 2.0])
+    np.testing.assert_allclose(grad(M.sines)([[1.0, 2.0], [3.0, 4.0]]),
+                               np.cos([[1.0, 2.0], [3.0, 4.0]]))
+    for x in [2, True, np.float32(2.0), np.int64(2), np.array(2.0), np.array(3)]:
+        np.testing.assert_allclose(grad(M.f)(x, 3.0), 5.0)
+
+
+def test_containers_that_are_not_differentiated_are_read_as_they_are():
+    assert grad(M.scaled)(np.ones(2), (3.0, 4.0)).tolist() == [3.0, 3.0]
+    assert grad(M.keyed)(2.0, {"a": 3.0}) == 3.0
+    assert grad(M.optional)(2.0, "anything") == 2.0
+
+
+@pytest.mark.parametrize(("call", "name", "kind"), [
+    (lambda: grad(M.f)(1 + 2j, 3.0), "x", "a complex number"),
+    (lambda: grad(M.f)(np.complex128(1.0), 3.0), "x", "a NumPy scalar of complex numbers"),
+    (lambda: grad(M.f)(1.0, np.array([1j])), "y", "an array of complex numbers"),
+    (lambda: grad(M.f)(1.0, y=2j), "y", "a complex number"),
+    (lambda: grad(M.starred)(1.0, 2.0, 1j), "*rest", "a complex number"),
+])
+def test_complex_numbers_are_refused_wherever_they_are_passed(call, name, kind):
+    text = text_of(call)
+    assert f"{name} received {kind}; complex numbers are not supported\n" in text
+    assert text.endswith("supported instead: real arguments: pass the real and imaginary "
+                         "parts as two parameters")
+
+
+# --- defaults are the values Python gave the function at its def ---
+
+D = load("""
+    S = 2.0
+
+    def make(k):
+        def f(x, s=k):
+            return x * s
+        return f
+
+    def make_keyword(k):
+        def f(x, *, s=k * 2.0):
+            return x * s
+        return f
+
+    def later(x, s=S):
+        return x * s
+
+    def literal(x, n=3, label="a", axis=(0,)):
+        return x * n
+
+    lambdas = [lambda x, i=i: x * i for i in range(3)]
+""")
+
+
+def test_defaults_that_read_an_enclosing_function_s_names():
+    assert grad(D.make(3.0))(2.0) == 3.0
+    assert grad(D.make(4.0))(2.0) == 4.0
+    assert grad(D.make_keyword(3.0))(2.0) == 6.0
+    assert [grad(f)(1.0) for f in D.lambdas] == [0.0, 1.0, 2.0]
+    assert "def grad_f(x, s=...):" in grad(D.make(3.0)).source
+
+
+def test_defaults_are_not_evaluated_again():
+    D.S = 5.0
+    try:
+        assert grad(D.later)(1.0) == 2.0  # the def's value, as the function itself uses
+    finally:
+        D.S = 2.0
+    assert "def grad_literal(x, n=3, label='a', axis=(0,)):" in grad(D.literal).source
+
+
+# --- pickling and copying: as the function and its options ---
+
+PICKLED = """
+    import numpy as np
+    from symdiff import grad, value_and_grad
+
+    def f(x, y):
+        return np.sum(np.sin(x) * y)
+
+    @grad
+    def decorated(x):
+        return x ** 3
+
+    g = value_and_grad(f, wrt=(0, 1))
+"""
+
+
+@pytest.fixture
+def pickled_module(tmp_path, monkeypatch):
+    name = f"symdiff_pickled_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(PICKLED))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    yield module
+    sys.modules.pop(name, None)
+
+
+def test_a_gradient_pickles_as_its_function_and_options(pickled_module):
+    m = pickled_module
+    x = np.array([0.5, 1.0])
+    expected = m.g(x, 2.0)
+    for g in [m.g, m.decorated]:
+        g(x if g is m.g else 2.0, *([2.0] if g is m.g else []))  # built: pickles all the same
+        again = pickle.loads(pickle.dumps(g))
+        assert (again.fun, again.wrt, again.with_value, again.as_tuple) == (
+            g.fun, g.wrt, g.with_value, g.as_tuple)
+    value, grads = pickle.loads(pickle.dumps(m.g))(x, 2.0)
+    np.testing.assert_allclose(value, expected[0])
+    np.testing.assert_allclose(grads[0], expected[1][0])
+    assert pickle.loads(pickle.dumps(m.decorated))(2.0) == 12.0
+
+
+def test_a_gradient_copies_after_it_is_built():
+    g = grad(M.f, wrt=(0, 1))
+    g(1.0, 2.0)
+    for other in [copy.copy(g), copy.deepcopy(g)]:
+        assert other.fun is M.f and other.wrt == (0, 1) and other(1.0, 2.0) == (4.0, 1.0)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                    reason="the module is importable in the worker through fork")
+def test_a_gradient_maps_over_worker_processes(pickled_module):
+    m = pickled_module
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        assert list(pool.map(m.decorated, [1.0, 2.0])) == [3.0, 12.0]
+
+
+# --- errors raised at the call name the user's line ---
+
+def test_a_check_of_the_generated_code_names_the_line():
+    assert text_of(lambda: grad(M.norm1)(np.ones(2))) == (
+        "F:36:5: symdiff differentiates np.linalg.norm for ord=None, 2 (vectors) and 'fro' "
+        "(matrices), not ord=1\n"
+        "        return np.linalg.norm(y, ord=1)\n"
+        "        ^")
+    assert text_of(lambda: grad(M.dot_of_stacks)(np.ones((2, 2, 2)))).startswith(
+        "F:39:5: symdiff differentiates np.dot of scalars, 1-D and 2-D arrays")
+
+
+def test_a_non_scalar_output_names_the_return_line():
+    assert text_of(lambda: grad(M.matrix_out)(np.ones((1, 2)))) == (
+        "F:42:5: matrix_out returned an array of shape (1, 1); a gradient needs a scalar "
+        "output: reduce it first (np.sum, np.mean) or differentiate each element\n"
+        "        return x @ x.T\n"
+        "        ^")
+
+
+def test_an_error_in_a_helper_names_the_helper_s_line():
+    assert text_of(lambda: grad(M.calls_helper)(np.ones(2))).startswith(
+        "F:53:5: symdiff differentiates np.linalg.norm")
+
+
+@pytest.mark.parametrize(("fn", "arg", "error", "line"), [
+    (M.reciprocal, 0.0, ZeroDivisionError, "F:45:5: raised by this line of reciprocal's own "
+     "code, which its gradient runs as the function does\n        y = 1.0 / x\n        ^"),
+    (M.checked, -1.0, AssertionError, "F:49:5: raised by this line of checked's own code, "
+     "which its gradient runs as the function does\n        assert x > 0, \"positive\"\n"
+     "        ^"),
+])
+def test_the_function_s_own_errors_keep_their_type_and_name_the_line(fn, arg, error, line):
+    with pytest.raises(error):
+        fn(arg)
+    for make in (grad, value_and_grad):
+        with pytest.raises(error) as e:
+            make(fn)(arg)
+        notes = [n.replace(inspect.getsourcefile(M.f), "F") for n in e.value.__notes__]
+        assert notes == [line]
+
+
+def test_an_error_of_the_backward_sweep_is_located_and_chained():
+    e = error_of(lambda: grad(M.times)(1.0, M.Scale()))
+    assert str(e).replace(inspect.getsourcefile(M.f), "F") == (
+        "F:64:5: computing the gradient of this line failed: TypeError: float() argument must "
+        "be a string or a real number, not 'Scale'\n"
+        "        y = x * s\n"
+        "        ^")
+    assert isinstance(e.__cause__, TypeError)
+
+
+def test_an_error_in_a_helper_of_another_module_names_that_file(tmp_path, monkeypatch):
+    (tmp_path / "symdiff_helpers_elsewhere.py").write_text(textwrap.dedent("""
+        import numpy as np
+
+        def other(a):
+            b = a * 1.0
+            return np.linalg.norm(b, ord=1)
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        f = load("""
+            from symdiff_helpers_elsewhere import other
+
+            def f(x):
+                return other(x * 2.0)
+            """, "f")
+        text = str(error_of(lambda: grad(f)(np.ones(2))))
+    finally:
+        sys.modules.pop("symdiff_helpers_elsewhere", None)
+    assert text.startswith(f"{tmp_path / 'symdiff_helpers_elsewhere.py'}:6:5: symdiff "
+                           "differentiates np.linalg.norm")
+
+
+def test_a_string_that_looks_like_a_line_comment_does_not_move_the_place():
+    f = load("""
+        def f(x, tag):
+            assert tag != "  # line 99", "bad tag"
+            return x * 2.0
+        """, "f")
+    with pytest.raises(AssertionError) as e:
+        grad(f)(1.0, "  # line 99")
+    assert e.value.__notes__[0].startswith(f"{inspect.getsourcefile(f)}:3:5: raised by")
