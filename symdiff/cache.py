@@ -19,12 +19,14 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import linecache
 import os
 import re
 import stat
 import sys
 import tempfile
 import time
+import tokenize
 import types
 from pathlib import Path
 
@@ -224,13 +226,20 @@ def source_hash(fn) -> str | None:
     code = getattr(fn, "__code__", None)
     if not isinstance(code, types.CodeType):
         return None
+    # Read as parse reads it (inspect.getsourcelines(code) would search every module for
+    # the code's own: most of a cache hit's time).
+    filename, start = code.co_filename, code.co_firstlineno
+    linecache.checkcache(filename)  # a file edited since it was read: read it again
     try:
-        lines, start = inspect.getsourcelines(code)
-    except (OSError, TypeError):
+        lines = inspect.getblock(
+            linecache.getlines(filename, getattr(fn, "__globals__", None))[start - 1:])
+    except (SyntaxError, ValueError, tokenize.TokenError):  # not Python there any more
+        return None
+    if not lines:
         return None
     # Where the code came from, to the column: two lambdas on one line differ here.
     spots = sorted({p for p in code.co_positions() if None not in p})
-    where = f"{inspect.getsourcefile(code)}:{start}:{getattr(fn, '__qualname__', '')}:{spots}"
+    where = f"{filename}:{start}:{getattr(fn, '__qualname__', '')}:{spots}"
     return hashlib.sha256((where + "\n" + "".join(lines)).encode()).hexdigest()
 
 
