@@ -300,7 +300,9 @@ def _from_entry(fun, entry) -> _Built | None:
         data.append((name, where))
     try:
         fn, globs = compile_source(entry["source"], entry["name"], names, entry["np_alias"])
-    except Exception:  # a corrupt entry is rebuilt, never trusted
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a corrupt entry is rebuilt, never trusted (one that exits too)
         return None
     _defaults(fn, fun)
     return _Built(fn, entry["source"], globs, _refreshers(data), _guards(guards))

@@ -3,9 +3,14 @@
 An entry holds the source and, for each free name of the source, where to find it again
 (the module whose globals hold it, or the closure); never a pickle, so whoever can write
 the cache cannot run code through anything but the Python source it stores. The key
-hashes the function's source, its file and line, the options and the versions of
-symdiff, Python, NumPy and SymPy; each entry also lists the helpers the gradient inlined
-with a hash of their source, checked on every hit. Nothing here imports SymPy.
+hashes the source that is differentiated (its file, line and columns too), the options
+and the versions of symdiff, Python, NumPy and SymPy; each entry also lists the helpers
+the gradient inlined with a hash of their source, checked on every hit. The generated
+source is also kept as a ``.py`` file, for tracebacks and debuggers. Nothing here imports
+SymPy.
+
+symdiff writes only into folders it made and marked (``CACHEDIR.TAG``), and reads only
+files owned by the user that no one else can write; ``clear`` removes only what it wrote.
 """
 
 from __future__ import annotations
@@ -14,16 +19,31 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import linecache
 import os
 import re
 import stat
 import sys
 import tempfile
+import time
+import tokenize
 import types
 from pathlib import Path
 
-FORMAT = 1
+FORMAT = 2
 _VERSIONS: str | None = None
+# Written into every folder symdiff makes: only folders holding it are written to or
+# cleared, so that SYMDIFF_CACHE_DIR may point at a folder of the user's own.
+MARKER = "CACHEDIR.TAG"
+_MARKER_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+                "# This folder was made by symdiff for its cache of generated gradients.\n"
+                "# 'symdiff cache clear' removes only the files symdiff wrote here.\n")
+_SHARD = re.compile(r"[0-9a-f]{2}")
+_ENTRY = re.compile(r"[0-9a-f]{64}\.json")
+_CODE = re.compile(r"\w+-[0-9a-f]{16}\.py")
+_TEMP = re.compile(r"\.tmp-\w+\.(json|py)")  # what store and code_file write first
+_ABANDONED = 3600  # seconds after which a temporary file's writer is surely gone
+_LARGEST = 64 << 20  # bytes: anything larger is not an entry symdiff wrote
 
 
 def directory() -> Path | None:
@@ -43,22 +63,127 @@ def directory() -> Path | None:
         except ImportError:  # pragma: no cover - platformdirs is a dependency
             base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
             chosen = os.path.join(base, "symdiff")
-    path = Path(chosen)
+    path = Path(os.path.expanduser(chosen)).absolute()  # tracebacks name files under it
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True)
+        _mark(path)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
         info = path.stat()
     except OSError:
         return None
-    if not _private(info):
+    if not (stat.S_ISDIR(info.st_mode) and _private(info)):
         return None
     return path
 
 
 def _private(info) -> bool:
-    # A directory others can write to could be fed source that we would run: refuse it.
+    # A folder or file others can write to could be fed source that we would run: refuse it.
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return False
     return not hasattr(os, "getuid") or info.st_uid == os.getuid()
+
+
+def _mark(folder: Path) -> None:
+    with open(folder / MARKER, "x") as f:
+        f.write(_MARKER_TEXT)
+
+
+def _shard(root: Path, name: str, create: bool = False) -> Path | None:
+    """The folder ``root/name`` if symdiff made it and only this user can write it.
+
+    ``create``: make it if missing, or mark it if an earlier symdiff made it (``_adopt``).
+    """
+    path = root / name
+    if create:
+        try:
+            path.mkdir(mode=0o700)
+            _mark(path)
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+    try:
+        info = os.lstat(path)  # a symlink is not a folder symdiff made
+    except OSError:
+        return None
+    if not (stat.S_ISDIR(info.st_mode) and _private(info)):
+        return None
+    try:
+        marked = stat.S_ISREG(os.lstat(path / MARKER).st_mode)
+    except FileNotFoundError:
+        marked = create and _adopt(path)
+    except OSError:
+        return None
+    return path if marked else None
+
+
+def _adopt(path: Path) -> bool:
+    """Mark a folder that earlier versions of symdiff made (before markers): one holding
+    entries and unfinished writes only, named as symdiff names them."""
+    try:
+        names = os.listdir(path)
+        if not names or not all(_ENTRY.fullmatch(n) or _TEMP.fullmatch(n) for n in names):
+            return False
+        _mark(path)
+    except OSError:
+        return False
+    return True
+
+
+def _shards(root: Path, adopt: bool = False):
+    """The folders symdiff made directly under ``root`` (no deeper: it never makes any)."""
+    try:
+        names = sorted(e.name for e in os.scandir(root) if _SHARD.fullmatch(e.name))
+    except OSError:
+        return []
+    return [s for s in (_shard(root, n, adopt) for n in names) if s is not None]
+
+
+def _read(path: Path) -> bytes | None:
+    """The bytes of a regular file owned by this user that no one else can write, or None.
+
+    Never follows a symlink, never waits on a FIFO or device, never reads a huge file.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not (stat.S_ISREG(info.st_mode) and _private(info)) or info.st_size > _LARGEST:
+            return None
+        chunks, size = [], 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > _LARGEST:
+                return None
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _write(folder: Path, name: str, text: str) -> Path | None:
+    """Write ``text`` to ``folder/name`` atomically and privately; the path, or None."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=Path(name).suffix)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, folder / name)  # readers see the old file or the new one, never half
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        return None  # a cache that cannot be written is only a slower cache
+    return folder / name
 
 
 def versions() -> str:
@@ -92,15 +217,29 @@ def _sympy_version() -> str:
 
 
 def source_hash(fn) -> str | None:
-    """A hash of a function's source text and where it is, or None without source."""
-    try:
-        lines, start = inspect.getsourcelines(fn)
-    except (OSError, TypeError):
-        return None
+    """A hash of a function's source text and where it is, or None without source.
+
+    The source of ``fn``'s own code, which is what symdiff differentiates: not the
+    function a ``functools.wraps`` wrapper names in ``__wrapped__``, which
+    ``inspect.getsourcelines(fn)`` would follow.
+    """
     code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return None
+    # Read as parse reads it (inspect.getsourcelines(code) would search every module for
+    # the code's own: most of a cache hit's time).
+    filename, start = code.co_filename, code.co_firstlineno
+    linecache.checkcache(filename)  # a file edited since it was read: read it again
+    try:
+        lines = inspect.getblock(
+            linecache.getlines(filename, getattr(fn, "__globals__", None))[start - 1:])
+    except (SyntaxError, ValueError, tokenize.TokenError):  # not Python there any more
+        return None
+    if not lines:
+        return None
     # Where the code came from, to the column: two lambdas on one line differ here.
-    spots = sorted({p for p in code.co_positions() if None not in p}) if code else []
-    where = f"{inspect.getsourcefile(fn)}:{start}:{getattr(fn, '__qualname__', '')}:{spots}"
+    spots = sorted({p for p in code.co_positions() if None not in p})
+    where = f"{filename}:{start}:{getattr(fn, '__qualname__', '')}:{spots}"
     return hashlib.sha256((where + "\n" + "".join(lines)).encode()).hexdigest()
 
 
@@ -124,28 +263,28 @@ def key(fn, options) -> str | None:
     return hashlib.sha256(f"{text}\n{options!r}\n{versions()}".encode()).hexdigest()
 
 
-def _path(root: Path, k: str) -> Path:
-    return root / k[:2] / f"{k}.json"
-
-
 def load(fn, options) -> dict | None:
-    """The cached entry for ``fn`` and ``options``, or None (off, missing, corrupt, stale)."""
+    """The cached entry for ``fn`` and ``options``, or None (off, missing, corrupt, stale,
+    built for another key, or in a folder or file that others could have written)."""
     root = directory()
     k = key(fn, options) if root is not None else None
     if k is None:
         return None
+    shard = _shard(root, k[:2])
+    data = _read(shard / f"{k}.json") if shard is not None else None
+    if data is None:
+        return None
     try:
-        entry = json.loads(_path(root, k).read_text())
-    except (OSError, ValueError):
+        entry = json.loads(data)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read
         return None
-    if not _valid(entry):
-        return None
-    return entry
+    return entry if _valid(entry, k) else None
 
 
-def _valid(entry) -> bool:
+def _valid(entry, k: str) -> bool:
     try:
-        return (entry["format"] == FORMAT and isinstance(entry["source"], str)
+        return (entry["format"] == FORMAT and entry["key"] == k
+                and isinstance(entry["source"], str)
                 and isinstance(entry["name"], str) and isinstance(entry["np_alias"], str)
                 and all(isinstance(n, str) and isinstance(w, dict) for n, w in entry["names"])
                 and all(isinstance(n, str) and isinstance(w, dict) for n, w in entry["data"])
@@ -159,21 +298,59 @@ def store(fn, options, entry: dict) -> None:
     """Write ``entry`` for ``fn`` and ``options``: atomically, privately; never raises."""
     root = directory()
     k = key(fn, options) if root is not None else None
-    if k is None:
+    shard = _shard(root, k[:2], create=True) if k is not None else None
+    if shard is None:
         return
-    path = _path(root, k)
+    _sweep(shard)
+    # The key it was built for: an entry copied to another key's name is not trusted.
+    _write(shard, f"{k}.json", json.dumps({"format": FORMAT, "key": k, **entry}))
+
+
+def _sweep(shard: Path) -> None:
+    """Remove temporary files whose writer was killed before it could rename them."""
+    old = time.time() - _ABANDONED
     try:
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({"format": FORMAT, **entry}, f)
-            os.replace(tmp, path)  # readers see the old entry or the new one, never half
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        for e in os.scandir(shard):
+            if _TEMP.fullmatch(e.name) and e.is_file(follow_symlinks=False) \
+                    and e.stat(follow_symlinks=False).st_mtime < old:
+                os.unlink(e.path)
     except OSError:
-        pass  # a cache that cannot be written is only a slower cache
+        pass
+
+
+_SCRATCH: list = []  # the private temporary folder of this process, once made
+
+
+def code_file(name: str, digest: str, source: str) -> str | None:
+    """The path of a private file holding exactly ``source`` (``name``-``digest``.py): in
+    the cache, or in a temporary folder of this process's when the cache is off; None if
+    none can be written. Tracebacks and debuggers read generated lines from it."""
+    filename = f"{name}-{digest[:16]}.py"
+    root = directory()
+    folder = _shard(root, digest[:2], create=True) if root is not None else None
+    if folder is None:
+        folder = _scratch()
+        if folder is None:
+            return None
+    path = folder / filename
+    if _read(path) != source.encode("utf-8"):  # missing, or not what it must hold
+        path = _write(folder, filename, source)
+    return str(path) if path is not None else None
+
+
+def _scratch() -> Path | None:
+    if not _SCRATCH:
+        try:
+            made = tempfile.mkdtemp(prefix="symdiff-")  # private to this user
+        except OSError:
+            return None
+        import atexit
+        import shutil
+
+        pid = os.getpid()  # a forked child must not remove its parent's folder
+        atexit.register(lambda: os.getpid() == pid and shutil.rmtree(made, ignore_errors=True))
+        _SCRATCH.append(Path(made))
+    return _SCRATCH[0]
 
 
 def where(container, fn=None) -> dict:
@@ -202,10 +379,21 @@ def resolve(fn, place: dict, name: str):
     return vars(loaded) if loaded is not None else None
 
 
-def entries(root: Path | None = None):
-    """Every entry file in the cache directory."""
+def entries(root: Path | None = None) -> list[Path]:
+    """Every entry file in the cache directory (by name, in the folders symdiff made)."""
     root = root or directory()
-    return sorted(root.glob("*/*.json")) if root is not None else []
+    return _files(root, _ENTRY) if root is not None else []
+
+
+def _files(root: Path, pattern, adopt: bool = False) -> list[Path]:
+    found = []
+    for shard in _shards(root, adopt):
+        try:
+            found += [Path(e.path) for e in os.scandir(shard)
+                      if pattern.fullmatch(e.name) and e.is_file(follow_symlinks=False)]
+        except OSError:
+            pass
+    return sorted(found)
 
 
 def info() -> str:
@@ -217,17 +405,45 @@ def info() -> str:
             "unusable (not private to this user, or cannot be created)"
         return f"symdiff cache: {why}"
     files = entries(root)
-    size = sum(f.stat().st_size for f in files)
-    return f"symdiff cache: {root}\n{len(files)} entries, {size} bytes"
+    size = sum(f.stat().st_size for f in files + _files(root, _CODE))
+    text = f"symdiff cache: {root}\n{len(files)} entries, {size} bytes"
+    temps = _files(root, _TEMP)
+    if temps:
+        text += f"\n{len(temps)} unfinished writes (removed by 'symdiff cache clear')"
+    return text
 
 
 def clear() -> int:
-    """Remove every entry; returns how many were removed."""
+    """Remove what symdiff wrote: entries it recognises by name and content, generated
+    source files, unfinished writes; only in the folders it made, never deeper. Returns
+    how many entries were removed."""
+    root = directory()
+    if root is None:
+        return 0
     removed = 0
-    for f in entries():
-        try:
-            f.unlink()
+    for f in _files(root, _ENTRY, adopt=True):
+        if _ours(f) and _unlink(f):
             removed += 1
-        except OSError:
-            pass
+    for f in _files(root, _CODE) + _files(root, _TEMP):
+        _unlink(f)
     return removed
+
+
+def _ours(path: Path) -> bool:
+    """Whether the entry file ``path`` is one symdiff wrote: its schema, and its own key."""
+    data = _read(path)
+    try:
+        entry = json.loads(data) if data is not None else None
+        # Entries before FORMAT 2 did not record their key.
+        return isinstance(entry["source"], str) and (
+            entry["format"] == 1 or entry["key"] == path.stem)
+    except (ValueError, RecursionError, TypeError, KeyError):
+        return False
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        path.unlink()
+    except OSError:
+        return False
+    return True

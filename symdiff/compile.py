@@ -1,4 +1,4 @@
-"""Generated source -> a Python function, registered with linecache so tools can show it."""
+"""Generated source -> a Python function, kept in a file and in linecache so tools show it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import linecache
 
 import numpy as np
 
-from . import runtime
+from . import cache, runtime
 from .errors import SymdiffError
 
 
@@ -18,12 +18,14 @@ def compile_source(source: str, name: str, names: dict, np_alias: str = "np"):
 
     The globals hold NumPy under ``np_alias``, the runtime helpers, and every other free
     name of the source as ``names`` maps it (the objects the user's code referred to). The
-    source is registered in
-    ``linecache`` under a name derived from its hash, so ``inspect.getsource``,
-    tracebacks and pdb show the generated lines.
+    source is written to a private file named from its hash (``grad_f-<hash>.py``, in the
+    cache or a temporary folder), which CPython's own traceback printer reads, and
+    registered in ``linecache`` under that name, which ``inspect.getsource``, pdb and the
+    ``traceback`` module read.
     """
-    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    filename = f"<symdiff {name} {digest}>"
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    # Without a file (none could be written), linecache alone still serves most tools.
+    filename = cache.code_file(name, digest, source) or f"<symdiff {name} {digest[:12]}>"
     lines = source.splitlines(keepends=True)
     linecache.cache[filename] = (len(source), None, lines, filename)
     code = builtins.compile(source, filename, "exec")

@@ -176,3 +176,282 @@ def test_info_and_clear(project, monkeypatch):
     assert cache.clear() == 1 and cache.entries(cache_dir) == []
     monkeypatch.setenv("SYMDIFF_CACHE_DIR", "off")
     assert cache.info() == "symdiff cache: off (SYMDIFF_CACHE_DIR=off)"
+
+
+# --- the key covers what was differentiated ---
+
+WRAPPED = """
+import functools
+
+import numpy as np
+
+def twice(fn):
+    @functools.wraps(fn)
+    def wrapper(x, y):
+        return fn(x, y) * 2.0
+    return wrapper
+
+@twice
+def f(x, y):
+    return np.sin(x) * y
+"""
+
+
+def test_editing_a_functools_wraps_wrapper_rebuilds(project):
+    # inspect.getsourcelines follows __wrapped__ to the inner f; what is differentiated is
+    # the wrapper, so its source must be in the key.
+    tmp_path, cache_dir = project
+    (tmp_path / "mod.py").write_text(WRAPPED)
+    grads, _ = run(tmp_path, cache_dir)
+    assert grads == pytest.approx((2.0 * 2.0 * 0.87758256189, 2.0 * 0.4794255386))
+    (tmp_path / "mod.py").write_text(WRAPPED.replace("* 2.0", "* 5.0"))
+    grads, sympy_loaded = run(tmp_path, cache_dir)
+    assert grads == pytest.approx((5.0 * 2.0 * 0.87758256189, 5.0 * 0.4794255386))
+    assert sympy_loaded
+
+
+
+# --- generated code in tracebacks and debuggers ---
+
+FAILING = """
+import numpy as np
+
+def loss(x):
+    y = np.sqrt(x)
+    assert x > 0, "x must be positive"
+    return y * 2.0
+"""
+
+CRASH = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import mod
+from symdiff import grad
+g = grad(mod.loss)
+if sys.argv[2] == "print_exc":
+    import traceback
+    try:
+        g(-1.0)
+    except AssertionError:
+        traceback.print_exc()
+else:
+    g(-1.0)  # uncaught: CPython's own printer, which reads files, not linecache
+"""
+
+
+@pytest.mark.parametrize("cached", [True, False])
+@pytest.mark.parametrize("how", ["uncaught", "print_exc"])
+def test_a_traceback_shows_the_generated_line(project, cached, how):
+    tmp_path, cache_dir = project
+    (tmp_path / "mod.py").write_text(FAILING)
+    env = dict(os.environ, SYMDIFF_CACHE_DIR=str(cache_dir) if cached else "off")
+    for _ in range(2):  # built, then (cached) from the disk cache
+        done = subprocess.run([sys.executable, "-c", CRASH, str(tmp_path), how], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert "AssertionError: x must be positive" in done.stderr
+        lines = done.stderr.splitlines()
+        (at,) = [i for i, line in enumerate(lines) if line.endswith(", in grad_loss")]
+        assert "grad_loss-" in lines[at]
+        assert lines[at + 1].strip() == "assert x > 0, 'x must be positive'  # line 6"
+    generated = lines[at].split('"')[1]
+    if cached:
+        assert generated.startswith(str(cache_dir))
+        assert stat.S_IMODE(os.stat(generated).st_mode) & 0o077 == 0
+    else:
+        assert not cache_dir.exists() and not os.path.exists(generated)  # removed at exit
+
+
+def test_pdb_runcall_steps_through_the_generated_lines(project):
+    tmp_path, cache_dir = project
+    script = RUN.replace("print(repr(g(0.5, 2.0)))",
+                         "import pdb\nprint(pdb.runcall(g.__wrapped__, 0.5, 2.0))")
+    env = dict(os.environ, SYMDIFF_CACHE_DIR=str(cache_dir))
+    for _ in range(2):  # built, then from the disk cache
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env,
+                              input="next\nnext\nlist\ncontinue\n", capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        frame = done.stdout.splitlines()[0]  # where pdb stops: a real file, in the cache
+        assert frame.startswith(f"> {cache_dir}") and frame.endswith(".py(7)grad_f()")
+        assert "-> u = x  # line 10\n" in done.stdout
+        assert "-> _ret = np.sin(u) * SCALE  # line 7 of helper\n" in done.stdout
+        assert " 9  ->\t    z = _ret * y  # line 10\n" in done.stdout  # 'list'
+        assert str(expected()[0])[:8] in done.stdout
+
+
+# --- what clear may remove ---
+
+def test_clear_removes_only_what_symdiff_wrote(project, monkeypatch, capsys):
+    from symdiff.cli import main
+
+    tmp_path, cache_dir = project
+    # The user points the cache at a folder of theirs, holding JSON files of their own.
+    cache_dir.mkdir()
+    theirs = [cache_dir / "settings.json", cache_dir / "config" / "settings.json",
+              cache_dir / "ab" / "index.json", cache_dir / "cd" / ("0" * 64 + ".json"),
+              cache_dir / "ef" / "deep" / ("1" * 64 + ".json")]
+    for f in theirs:
+        f.parent.mkdir(exist_ok=True, parents=True)
+        f.write_text(json.dumps({"format": 2, "key": f.stem}))
+    run(tmp_path, cache_dir)
+    (entry,) = cache.entries(cache_dir)
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(cache_dir))
+    assert main(["cache", "clear"]) == 0
+    assert capsys.readouterr().out == "removed 1 entries\n"
+    assert not entry.exists() and all(f.exists() for f in theirs)
+    assert not [f for f in entry.parent.iterdir() if f.name != cache.MARKER]  # code file too
+
+
+def test_an_entry_in_a_folder_symdiff_did_not_make_is_not_read(project):
+    tmp_path, cache_dir = project
+    run(tmp_path, cache_dir)
+    (entry,) = cache.entries(cache_dir)
+    (entry.parent / cache.MARKER).unlink()
+    assert cache.entries(cache_dir) == []
+    grads, sympy_loaded = run(tmp_path, cache_dir)
+    assert grads == pytest.approx(expected()) and sympy_loaded
+
+
+def test_a_folder_of_an_earlier_version_is_adopted_and_cleared(project, monkeypatch):
+    # Before markers, symdiff made the same folders: holding only entries, they are its own.
+    tmp_path, cache_dir = project
+    run(tmp_path, cache_dir)
+    (entry,) = cache.entries(cache_dir)
+    data = json.loads(entry.read_text())
+    del data["key"]
+    entry.write_text(json.dumps({**data, "format": 1}))
+    for f in entry.parent.iterdir():
+        if f != entry:
+            f.unlink()
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(cache_dir))
+    assert cache.entries(cache_dir) == []
+    assert cache.clear() == 1
+    assert not entry.exists() and (entry.parent / cache.MARKER).exists()
+
+
+# --- entries that must not be trusted ---
+
+OTHER = MODULE + """
+def g(x, y):
+    return x * y * 100.0
+"""
+
+
+def _swap_in_g(tmp_path, cache_dir, how):
+    """Build f's and g's entries, then put g's in f's place (copied or symlinked)."""
+    (tmp_path / "mod.py").write_text(OTHER)
+    run(tmp_path, cache_dir)
+    subprocess.run([sys.executable, "-c", RUN.replace("mod.f", "mod.g"), str(tmp_path)],
+                   env=dict(os.environ, SYMDIFF_CACHE_DIR=str(cache_dir)), check=True)
+    f_entry, g_entry = sorted(cache.entries(cache_dir),
+                              key=lambda e: "def grad_g" in e.read_text())
+    f_entry.unlink()
+    if how == "copied":
+        f_entry.write_text(g_entry.read_text())
+        f_entry.chmod(0o600)
+    else:
+        f_entry.symlink_to(g_entry)
+
+
+@pytest.mark.parametrize("how", ["copied", "symlinked"])
+def test_an_entry_of_another_key_is_rebuilt(project, how):
+    tmp_path, cache_dir = project
+    _swap_in_g(tmp_path, cache_dir, how)
+    grads, sympy_loaded = run(tmp_path, cache_dir)
+    assert grads == pytest.approx(expected()) and sympy_loaded
+
+
+def _tamper(cache_dir, change, mode=None):
+    """Edit the one entry's source in place (a wrong gradient if it were trusted)."""
+    (entry,) = cache.entries(cache_dir)
+    data = json.loads(entry.read_text())
+    data["source"] = change(data["source"])
+    entry.write_text(json.dumps(data))
+    if mode is not None:
+        entry.chmod(mode)
+    return entry
+
+
+def test_a_tampered_private_entry_is_run(project):
+    # The control for the tests below: the same edit in a private entry is trusted.
+    tmp_path, cache_dir = project
+    run(tmp_path, cache_dir)
+    _tamper(cache_dir, lambda s: s.replace("    return (", "    return (7.0, 7.0) or ("))
+    grads, sympy_loaded = run(tmp_path, cache_dir)
+    assert grads == (7.0, 7.0) and not sympy_loaded
+
+
+@pytest.mark.parametrize("where", ["entry", "folder"])
+def test_an_entry_others_could_have_written_is_rebuilt(project, where):
+    tmp_path, cache_dir = project
+    run(tmp_path, cache_dir)
+    entry = _tamper(cache_dir, lambda s: s.replace("    return (", "    return (7.0, 7.0) or ("))
+    (entry if where == "entry" else entry.parent).chmod(0o666 if where == "entry" else 0o777)
+    grads, sympy_loaded = run(tmp_path, cache_dir)
+    assert grads == pytest.approx(expected()) and sympy_loaded
+
+
+def test_an_entry_that_exits_while_loading_is_rebuilt(project):
+    tmp_path, cache_dir = project
+    run(tmp_path, cache_dir)
+    _tamper(cache_dir, lambda s: "raise SystemExit(3)\n" + s)
+    grads, sympy_loaded = run(tmp_path, cache_dir)
+    assert grads == pytest.approx(expected()) and sympy_loaded
+
+
+def test_a_deeply_nested_entry_is_rebuilt(project):
+    tmp_path, cache_dir = project
+    run(tmp_path, cache_dir)
+    (entry,) = cache.entries(cache_dir)
+    entry.write_text("[" * 100_000 + "]" * 100_000)
+    grads, sympy_loaded = run(tmp_path, cache_dir)
+    assert grads == pytest.approx(expected()) and sympy_loaded
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_in_an_entrys_place_does_not_block(project):
+    tmp_path, cache_dir = project
+    run(tmp_path, cache_dir)
+    (entry,) = cache.entries(cache_dir)
+    entry.unlink()
+    os.mkfifo(entry, 0o600)
+    env = dict(os.environ, SYMDIFF_CACHE_DIR=str(cache_dir))
+    done = subprocess.run([sys.executable, "-c", RUN, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert eval(done.stdout.split("\n")[0]) == pytest.approx(expected())  # noqa: S307
+
+
+# --- unfinished writes, and where the cache is ---
+
+def test_unfinished_writes_are_not_entries_and_are_swept(project, monkeypatch):
+    tmp_path, cache_dir = project
+    run(tmp_path, cache_dir)
+    (entry,) = cache.entries(cache_dir)
+    old, new = entry.parent / ".tmp-abcd1234.json", entry.parent / ".tmp-efgh5678.json"
+    for f in (old, new):
+        f.write_text('{"format": 2, "sou')  # a writer killed mid-write
+    os.utime(old, (1e9, 1e9))
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(cache_dir))
+    assert cache.info().splitlines()[1:] == [
+        f"1 entries, {entry.stat().st_size + len(expected_code(entry))} bytes",
+        "2 unfinished writes (removed by 'symdiff cache clear')"]
+    entry.unlink()
+    run(tmp_path, cache_dir)  # writing an entry sweeps what its folder's dead writers left
+    assert not old.exists() and new.exists()  # (a live writer may still rename its own)
+    cache.clear()
+    assert not new.exists()
+
+
+def expected_code(entry):
+    return json.loads(entry.read_text())["source"].encode()
+
+
+def test_a_cache_dir_under_home_is_expanded(project):
+    tmp_path, _ = project
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ, SYMDIFF_CACHE_DIR="~/symdiff-cache", HOME=str(home))
+    subprocess.run([sys.executable, "-c", RUN, str(tmp_path)], env=env, cwd=tmp_path,
+                   check=True, capture_output=True)
+    assert len(cache.entries(home / "symdiff-cache")) == 1
+    assert not (tmp_path / "~").exists()

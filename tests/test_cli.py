@@ -535,7 +535,7 @@ def test_pdb_steps_into_the_generated_code(tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     source, _, session = done.stdout.partition("=" * 20 + "\n")
-    assert "> <symdiff grad_f " in session  # the frame is in the generated function's file
+    assert "/grad_f-" in session  # the frame is in the generated function's file
     body = [line.strip() for line in source.splitlines()[6:]]  # after the docstring
     shown = [line[3:] for line in session.splitlines() if line.startswith("-> ")]
     # The first four statements of the generated code, each shown as pdb reaches it.

@@ -291,7 +291,7 @@ def test_tracebacks_show_generated_lines():
     except AssertionError:
         text = traceback.format_exc()
     assert "assert x > 0, 'x must be positive'" in text
-    assert "<symdiff grad_checked" in text
+    assert "grad_checked-" in text
 
 
 def test_forward_code_calls_what_the_user_called():
