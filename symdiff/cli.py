@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"{opts.file} has no top-level function {unknown[0]!r} (it defines: "
                      f"{', '.join(module.functions) or 'none'})")
+    for note in module.notes:
+        _report(note, opts.file, "note: ")
     if not names:
         names = list(module.functions)
         for name, skipped in module.skipped.items():
@@ -133,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             _report(e, opts.file)
             failed = True
             continue
+        except (RecursionError, MemoryError) as e:
+            _report(_too_big(module, fs.node, f"cannot differentiate {name}", e), opts.file)
+            failed = True
+            continue
         built.append(_Built(name, fs, ir, source, spec[1]))
 
     if opts.format is not None or not (opts.check or opts.output):
@@ -146,6 +152,16 @@ def main(argv: list[str] | None = None) -> int:
     if opts.check:
         failed |= not _check(module, built, shapes)
     return 1 if failed else 0
+
+
+def _too_big(module, node, what, e):
+    """A located problem for RecursionError or MemoryError, which no traceback must show."""
+    if isinstance(e, RecursionError):
+        return module.source.problem(node, f"{what}: an expression in it is nested too "
+                                     "deeply for symdiff (RecursionError)",
+                                     "split the expression into several statements")
+    return module.source.problem(node, f"{what}: out of memory (MemoryError)",
+                                 "smaller arrays or shapes")
 
 
 def _same_file(a, b) -> bool:
@@ -267,8 +283,9 @@ def _build(fs, module, wrt, as_tuple):
 def _explained(problem, module):
     from .static import unresolved_message
 
-    for name, unresolved in module.unresolved.items():
-        if problem.filename == module.source.filename and problem.message == (
+    home = module.modules.get(problem.filename, module)
+    for name, unresolved in home.unresolved.items():
+        if problem.filename == home.source.filename and problem.message == (
                 f"name {name!r} is not defined"):
             message, hint = unresolved_message(name, unresolved)
             return dataclasses.replace(problem, message=message, hint=hint)
@@ -282,13 +299,18 @@ def _render(built, fmt, unicode) -> str:
 
     blocks = []
     for b in built:
-        f = formula(b.ir)
-        if f.closed:
-            blocks.append(f.pretty(unicode) if fmt == "math" else f.latex())
-        elif fmt == "math":
-            blocks.append(f"# {b.name}: {f.note()}:\n\n{b.source}")
+        try:
+            f = formula(b.ir)
+            if f.closed:
+                blocks.append(f.pretty(unicode) if fmt == "math" else f.latex())
+                continue
+            note = f.note()
+        except (RecursionError, MemoryError):  # SymPy recursing on a huge formula
+            note = "nested too deeply to print as a formula"
+        if fmt == "math":
+            blocks.append(f"# {b.name}: {note}:\n\n{b.source}")
         else:
-            blocks.append(f"% {b.name}: {f.note()}:\n\\begin{{verbatim}}\n{b.source}"
+            blocks.append(f"% {b.name}: {note}:\n\\begin{{verbatim}}\n{b.source}"
                           "\\end{verbatim}")
     return "\n\n".join(blocks)
 
@@ -306,6 +328,10 @@ def _write(module, built, out, argv) -> bool:
         Path(out).write_text(text, encoding="utf-8")  # as Python reads source files
     except SymdiffError as e:
         _report(e, module.path)
+        return False
+    except (RecursionError, MemoryError) as e:
+        print(f"{module.path}: error: cannot export to {out}: {type(e).__name__}",
+              file=sys.stderr)
         return False
     except OSError as e:
         print(f"{out}: error: cannot write: {e.strerror or e}", file=sys.stderr)
@@ -348,11 +374,16 @@ def _check(module, built, shapes) -> bool:
             ok = False
             continue
         names = _live_names(b.ir, module, Namespace(fn.__globals__))
-        compiled, _ = compile_source(b.source, "grad_" + b.name, names, b.ir.np_alias)
-        # The defaults Python gave fn at its def, not their expressions' values now.
-        compiled.__defaults__, compiled.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
-        gradient = compiled if b.as_tuple else _one_to_tuple(compiled)
-        result = check_gradient(fn, gradient, b.ir.wrt, shapes)
+        try:
+            compiled, _ = compile_source(b.source, "grad_" + b.name, names, b.ir.np_alias)
+            # The defaults Python gave fn at its def, not their expressions' values now.
+            compiled.__defaults__, compiled.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+            gradient = compiled if b.as_tuple else _one_to_tuple(compiled)
+            result = check_gradient(fn, gradient, b.ir.wrt, shapes)
+        except (RecursionError, MemoryError) as e:
+            _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)
+            ok = False
+            continue
         print(result.summary())
         if not result.ok:
             ok = False

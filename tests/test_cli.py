@@ -4,6 +4,7 @@ import dataclasses
 import importlib.util
 import itertools
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -668,3 +669,132 @@ def test_bad_encodings_are_located_errors(tmp_path, capsys):
     status, out, err = run(capsys, str(latin))
     assert (status, out) == (1, "")
     assert err.startswith(f"{latin}:2:13: error: the file is not valid utf-8: byte 0xe9"), err
+
+
+# --- FILE's own modules are read like FILE, never run ---
+
+
+# Each writes a marker file when run: the CLI must never create one without --check.
+_MARKS = 'open(__file__ + ".ran", "w").close()\n'
+LOCAL_FILES = {
+    "helpers.py": _MARKS + textwrap.dedent("""\
+        import numpy as np
+        from pkg import consts
+        GAIN = 3.0
+
+        def boost(a, k=0.5):
+            return np.tanh(a) * GAIN * k * consts.K
+        """),
+    "pkg/__init__.py": _MARKS + "from .core import square\n",
+    "pkg/core.py": _MARKS + "from . import consts\n\n\ndef square(a):\n"
+                   "    return a * a * consts.K\n",
+    "pkg/consts.py": _MARKS + "K = 2.0\n",
+    # Named like standard modules: a plain `import wave` must not run them either.
+    "wave.py": _MARKS,
+    "mailbox.py": _MARKS,
+}
+LOCAL_MAIN = """\
+import mailbox
+import wave
+
+import helpers
+import pkg.core as core
+from helpers import boost
+from pkg import square
+
+
+def f(x):
+    return boost(x) * x + helpers.GAIN * square(x) + core.square(x)
+"""
+
+
+def _symdiff(cwd, *argv):
+    """``python -m symdiff`` in ``cwd``, which Python puts first on sys.path."""
+    return subprocess.run([sys.executable, "-m", "symdiff", *argv], capture_output=True,
+                          text=True, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          timeout=300)
+
+
+def _local_project(tmp_path):
+    for name, text in LOCAL_FILES.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "model.py").write_text(_MARKS + LOCAL_MAIN)
+    return sorted(p.name for p in tmp_path.rglob("*.ran"))
+
+
+def test_modules_next_to_file_are_read_not_run(tmp_path):
+    _local_project(tmp_path)
+    done = _symdiff(tmp_path, "model.py")
+    assert sorted(tmp_path.rglob("*.ran")) == [], "the CLI ran a module"
+    assert done.returncode == 0, done.stderr
+    # A note for each file named like a standard module, which stays the standard one.
+    assert done.stderr.startswith("model.py:2:1: note: mailbox is the standard module "
+                                  "mailbox here, not mailbox.py in the file's folder: "
+                                  "symdiff never "
+                                  "reads or runs a file named like a standard module "
+                                  "(python FILE would import that file instead)\n"), \
+        done.stderr
+    assert "model.py:3:1: note: wave is the standard module wave here" in done.stderr
+    # What grad() compiles once the modules have really run (in another process).
+    script = ("import sys; sys.path.insert(0, '.'); import model; from symdiff import grad; "
+              "print(grad(model.f, wrt=('x',)).source, end='')")
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert ran.returncode == 0, ran.stderr
+    assert done.stdout == ran.stdout
+
+
+def test_check_alone_runs_the_modules_next_to_file(tmp_path):
+    _local_project(tmp_path)
+    done = _symdiff(tmp_path, "model.py", "--check")
+    assert done.returncode == 0, done.stderr
+    assert "f: largest relative error" in done.stdout and done.stdout.endswith(": ok\n")
+    ran = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.ran")}
+    assert {"model.py.ran", "helpers.py.ran", "pkg/core.py.ran"} <= ran
+
+
+def test_unknown_names_of_a_local_module_are_located_in_it(tmp_path, capsys):
+    (tmp_path / "cli_weights_mod.py").write_text(
+        "import numpy as np\nW = np.load('w.npy')\n\n\ndef scaled(a):\n    return a * W\n")
+    path = write(tmp_path, """\
+        import cli_weights_mod
+        from cli_weights_mod import W, scaled
+
+        def f(x):
+            return scaled(x)
+
+        def g(x):
+            return cli_weights_mod.W * x
+
+        def h(x):
+            return W * x
+        """)
+    status, out, err = run(capsys, path)
+    helpers = tmp_path / "cli_weights_mod.py"
+    assert (status, out) == (1, "")
+    assert err.startswith(f"{helpers}:6:16: error: 'W' is set at module level (line 2) by "
+                          "code symdiff does not run when it reads a file: a call of "
+                          "np.load\n"), err
+    assert (f"{path}:8:12: error: cli_weights_mod.W is not known: cli_weights_mod sets it at "
+            "module level (line 2) by code symdiff does not run when it reads a file: a call "
+            "of np.load\n") in err
+    assert (f"{path}:11:12: error: 'W' is set at module level (line 2) by code symdiff does "
+            "not run when it reads a file: W in cli_weights_mod (cli_weights_mod.py, line 2) "
+            "is not known: a call of np.load\n") in err
+
+
+def test_a_local_module_that_does_not_parse_is_a_failed_import(tmp_path, capsys):
+    (tmp_path / "cli_broken_mod.py").write_text("def h(a):\n    return a +\n")
+    path = write(tmp_path, """\
+        try:
+            from cli_broken_mod import h
+        except SyntaxError:
+            def h(a):
+                return a * 2.0
+
+        def f(x):
+            return h(x)
+        """)
+    status, out, err = run(capsys, path)
+    assert (status, err) == (0, "") and "da = 2.0" in out, err
