@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 import sys
 from dataclasses import dataclass
 
@@ -38,6 +39,11 @@ TOLERANCE = 1e-5  # of the relative error |g - n| / max(1, |g|, |n|)
 # many times that is allowed on top of TOLERANCE * max(1, |g|, |n|).
 ROUNDING = 10.0
 _DRAWS = ("signed", "positive", "small")
+# The central differences call the function twice per element of a differentiated
+# parameter, at each point: beyond this many elements the check would take hours. Other
+# parameters are drawn whole: beyond this many elements (80 MB) they are refused too.
+MAX_DIFFERENCED = 10_000
+MAX_DRAWN = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -92,13 +98,41 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0) -> CheckRes
     name = getattr(fn, "__name__", "function")
     rng = np.random.default_rng(seed)
     frozen = _Frozen(fn)
-    worst, where = 0.0, ""
     signature = inspect.signature(fn)
     counts = [p for p in wrt if _integer(signature.parameters[p])]
     if len(counts) == len(wrt):  # --wrt n, with n=3: no gradient to compare
         note = (f"{', '.join(counts)} {'has' if len(counts) == 1 else 'have'} an integer "
                 "default" if counts else "no parameter to differentiate")
         return CheckResult(name, 0.0, "", 0, note=note)
+    too_big = _too_big(signature, wrt, shapes or {})
+    if too_big:
+        return CheckResult(name, np.nan, "", 0, too_big)
+    try:
+        return _compare(fn, gradient, wrt, shapes, points, rng, frozen, signature)
+    except MemoryError:
+        return CheckResult(name, np.nan, "", 0, "out of memory (MemoryError) with these "
+                           "shapes; give smaller ones with --shape x=3,4")
+
+
+def _too_big(signature, wrt, shapes) -> str:
+    """Why a parameter's shape is too large to check (see MAX_DIFFERENCED), or ""."""
+    for p in signature.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty and (
+                p.name not in wrt or _integer(p)):
+            continue  # takes its default
+        shape = parameter_shape(p, shapes)
+        size = math.prod(shape)
+        limit = MAX_DIFFERENCED if p.name in wrt else MAX_DRAWN
+        if size > limit:
+            how = "differentiates element by element" if p.name in wrt else "draws values"
+            return (f"{p.name} of shape {shape} has {size} elements; --check {how} and "
+                    f"takes at most {limit} (give a smaller shape with --shape {p.name}=...)")
+    return ""
+
+
+def _compare(fn, gradient, wrt, shapes, points, rng, frozen, signature) -> CheckResult:
+    name = getattr(fn, "__name__", "function")
+    worst, where = 0.0, ""
     with np.errstate(all="ignore"):
         for k in range(points):
             found = _finite_point(fn, signature, wrt, shapes or {}, rng, frozen)

@@ -798,3 +798,66 @@ def test_a_local_module_that_does_not_parse_is_a_failed_import(tmp_path, capsys)
         """)
     status, out, err = run(capsys, path)
     assert (status, err) == (0, "") and "da = 2.0" in out, err
+
+
+# --- no traceback, whatever the file ---
+
+
+def test_an_expression_too_deep_for_the_parser_is_located(tmp_path, capsys):
+    path = write(tmp_path, "import numpy as np\n\ndef f(x):\n    return " + "-" * 5000 + "x\n")
+    status, out, err = run(capsys, path)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"{path}:4:1: error: an expression nested too deeply for Python's "
+                          "parser (RecursionError): Python cannot run this file either\n"), err
+
+
+def test_recursion_and_memory_errors_of_one_function_are_located(tmp_path, capsys,
+                                                                 monkeypatch):
+    import symdiff.api
+
+    path = write(tmp_path, "def f(x):\n    return x * x\n\ndef g(x):\n    return x * 3.0\n")
+    real = symdiff.api.build_source
+
+    def failing(parsed, *args):
+        if parsed.name == "g":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(parsed, *args)
+
+    monkeypatch.setattr(symdiff.api, "build_source", failing)
+    status, out, err = run(capsys, path)
+    assert status == 1 and out.startswith("def grad_f(x):")
+    assert err == (f"{path}:4:1: error: cannot differentiate g: an expression in it is nested "
+                   "too deeply for symdiff (RecursionError)\n    def g(x):\n    ^\n"
+                   "  supported instead: split the expression into several statements\n")
+
+
+def test_a_module_level_constant_too_deep_to_read_is_unknown_not_a_crash(tmp_path, capsys):
+    path = write(tmp_path, "A = " + " + ".join(["1.0"] * 1500) + "\n\ndef f(x):\n"
+                 "    return A * x\n\ndef g(x):\n    return x * x\n")
+    status, out, err = run(capsys, path)
+    assert status == 1 and out.startswith("def grad_g(x):")
+    assert err.startswith(f"{path}:4:12: error: 'A' is set at module level (line 1) by code "
+                          "symdiff does not run when it reads a file: an expression nested "
+                          "too deeply to read\n"), err
+
+
+def test_check_refuses_shapes_too_large_before_allocating(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+
+        def f(x, data):
+            return np.sum(x * x) + np.sum(data)
+        """)
+    status, out, err = run(capsys, path, "--check", "--shape", "x=100000,100000")
+    assert status == 1 and "f: not checked: x of shape (100000, 100000)" in out
+    assert err.startswith(f"{path}:3:1: error: cannot check the gradient of f: x of shape "
+                          "(100000, 100000) has 10000000000 elements; --check differentiates "
+                          "element by element and takes at most 10000 (give a smaller shape "
+                          "with --shape x=...)\n"), err
+    status, out, err = run(capsys, path, "--check", "--wrt", "x", "--shape", "x=3",
+                           "--shape", "data=10000,10000")
+    assert status == 1 and "data of shape (10000, 10000) has 100000000 elements; --check " \
+        "draws values and takes at most 10000000" in err, err
+    status, out, err = run(capsys, path, "--check", "--wrt", "x", "--shape", "x=3",
+                           "--shape", "data=1000,100")
+    assert (status, err) == (0, ""), err
