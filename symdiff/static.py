@@ -1,7 +1,8 @@
 """A Python file's path -> its top-level functions and module-level names, read without running it.
 
-The CLI differentiates the functions of a file it must not execute. Imports are resolved by
-importing the modules named (numpy, math, ...), never the file itself; module-level
+The CLI differentiates the functions of a file it must not execute. The modules it imports
+from its own folder are read the same way, recursively, never run (see ``_Loader``); the
+others (numpy, math, ...) are imported, from where they are installed; module-level
 constants are evaluated from their syntax (literals, arithmetic, and NumPy constructors of
 literals); every ``def`` becomes a ``parse.FunctionSource``. A name that cannot be resolved
 this way is recorded with the reason, so a function that reads it gets a located error.
@@ -234,9 +235,9 @@ def unresolved_problems(fs: FunctionSource, module: Module) -> list[Problem]:
             if record is not None and node.attr in record.unresolved:
                 u = record.unresolved[node.attr]
                 problems.append(home.source.problem(
-                    node, f"{ast.unparse(node)} is not known: {owner.__name__} sets it at "
-                    f"module level (line {u.line}) by code symdiff does not run when it reads "
-                    f"a file: {u.reason}", u.hint or _HINT))
+                    node, u.message or f"{ast.unparse(node)} is not known: {owner.__name__} "
+                    f"sets it at module level (line {u.line}) by code symdiff does not run "
+                    f"when it reads a file: {u.reason}", u.hint or _HINT))
         # Defaults the callee leaves out must be the values Python evaluated at the def,
         # which symdiff (reading the expression) cannot give.
         for call in calls:
@@ -808,6 +809,9 @@ class _Reader:
         out = []
         for name, node, kind in _changed_in_place(stmt):
             value = self.globals.get(name, MISSING)
+            if isinstance(value, StaticModule) and kind != "argument":
+                self.changed_elsewhere(value, name, node)
+                continue
             if value is MISSING or isinstance(value, (types.ModuleType, FunctionSource)) or (
                     kind == "augmented" and not _mutable(value)) or (
                     kind == "method" and _immutable(value)):
@@ -820,6 +824,41 @@ class _Reader:
                     continue
             out.append((name, value, node))
         return out
+
+    def changed_elsewhere(self, module, name, node):
+        """``helpers.GAIN = 5.0`` (or ``helpers.W[0] = 1.0``...) of a local module read
+        already: the names of it that ``node`` changes are no longer known, there too."""
+        record = self.loader.records.get(module.__file__)
+        text = _describe(node).strip("'")
+        where = f"{os.path.basename(self.source.filename)}, line {node.lineno}: {text}"
+        for sub in ast.walk(node):
+            if not (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and (
+                    sub.value.id == name)) or sub.attr.startswith("__"):
+                continue
+            value = vars(module).pop(sub.attr, None)
+            affected = [m for m in _members(value) if _mutable(m)]
+            namespaces = [self.globals] + [vars(m) for m in self.loader.by_file.values()
+                                           if m is not module]
+            for names in namespaces:  # from helpers import W: the same array, changed
+                for other, v in list(names.items()):
+                    if not isinstance(v, (types.ModuleType, FunctionSource)) and (
+                            _shares(v, affected)):
+                        names.pop(other)
+                        owner = self.loader.records.get(names.get("__file__")) if (
+                            names is not self.globals) else None
+                        reason = f"it shares its data with {name}.{sub.attr}, changed in " \
+                                 f"place at {where}"
+                        if names is self.globals:
+                            self.unbind(other, node, reason)
+                        elif owner is not None:
+                            owner.unresolved[other] = Unresolved(
+                                node.lineno, node.col_offset + 1, reason)
+            if record is not None:
+                record.unresolved[sub.attr] = Unresolved(
+                    node.lineno, node.col_offset + 1, f"changed in place at {where}",
+                    f"{sub.attr!r} of {module.__name__} is changed at module level ({where}); "
+                    "symdiff reads the files without running them and does not follow that",
+                    "give it its final value where it is defined; or use grad() in Python")
 
     def changed(self, name, value, node):
         """``name`` (bound to ``value`` before ``node`` ran) was changed in place there: it,

@@ -861,3 +861,68 @@ def test_check_refuses_shapes_too_large_before_allocating(tmp_path, capsys):
     status, out, err = run(capsys, path, "--check", "--wrt", "x", "--shape", "x=3",
                            "--shape", "data=1000,100")
     assert (status, err) == (0, ""), err
+
+
+def test_output_never_overwrites_a_file_symdiff_did_not_write(tmp_path, capsys):
+    path = write(tmp_path, "def f(x):\n    return x * x\n")
+    mine = tmp_path / "helpers.py"
+    mine.write_text("# the user's own module\n")
+    with pytest.raises(SystemExit) as e:
+        main([path, "-o", str(mine)])
+    assert e.value.code == 2 and mine.read_text() == "# the user's own module\n"
+    assert capsys.readouterr().err.endswith(
+        f"symdiff: error: --output {mine} exists and was not written by symdiff: it would be "
+        "overwritten (remove it first, or write to another file)\n")
+    out_path = tmp_path / "grads.py"
+    assert run(capsys, path, "-o", str(out_path))[0] == 0
+    path = write(tmp_path, "def f(x):\n    return x * x * x\n")
+    assert run(capsys, path, "-o", str(out_path))[0] == 0  # regenerating is fine
+    assert "3*x**2" in out_path.read_text()
+
+
+def test_a_file_without_functions_says_so(tmp_path, capsys):
+    path = write(tmp_path, "")
+    assert run(capsys, path) == (0, "", f"{path}: note: it defines no top-level function to "
+                                 "differentiate (methods and lambdas are not read)\n")
+
+
+def test_a_local_module_changed_by_the_file_is_not_read_with_its_old_values(tmp_path, capsys):
+    (tmp_path / "cli_gain_mod.py").write_text(
+        "import numpy as np\nGAIN = 3.0\nW = np.ones(3)\n\n\ndef boost(a):\n"
+        "    return a * GAIN\n")
+    path = write(tmp_path, """\
+        import numpy as np
+        import cli_gain_mod
+        from cli_gain_mod import W, boost
+        cli_gain_mod.GAIN = 5.0
+        cli_gain_mod.W[0] = 2.0
+
+        def f(x):
+            return boost(x)
+
+        def g(x):
+            return np.sum(W * x)
+
+        def h(x):
+            return cli_gain_mod.GAIN * x
+        """)
+    status, out, err = run(capsys, path)
+    assert (status, out) == (1, "")
+    changed = ("'GAIN' of cli_gain_mod is changed at module level (m.py, line 4: "
+               "cli_gain_mod.GAIN = 5.0); symdiff reads the files without running them and "
+               "does not follow that\n")
+    assert err.startswith(f"{tmp_path / 'cli_gain_mod.py'}:7:16: error: {changed}"), err
+    assert f"{path}:14:12: error: {changed}" in err
+    assert (f"{path}:11:19: error: 'W' is set at module level (line 5) by code symdiff does "
+            "not run when it reads a file: it shares its data with cli_gain_mod.W, changed in "
+            "place at m.py, line 5: cli_gain_mod.W[0] = 2.0\n") in err
+
+
+def test_a_shape_for_no_parameter_is_a_usage_error(tmp_path, capsys):
+    path = write(tmp_path, "import numpy as np\n\ndef f(x):\n    return np.sum(x * x)\n")
+    with pytest.raises(SystemExit) as e:
+        main([path, "--check", "--shape", "X=3"])  # x would be checked as a scalar
+    assert e.value.code == 2
+    assert capsys.readouterr().err.endswith("symdiff: error: --shape X=...: no function "
+                                            "differentiated has a parameter 'X' (they have: "
+                                            "x)\n")
