@@ -81,12 +81,14 @@ class CheckResult:
                 f"{self.points} random points: {verdict}")
 
 
-def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0) -> CheckResult:
+def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0,
+                   namespaces=()) -> CheckResult:
     """Compare ``gradient`` with central differences of ``fn`` at ``points`` random points.
 
     ``gradient`` takes ``fn``'s arguments and returns a tuple of gradients, one per name in
     ``wrt``; ``shapes`` maps parameter names to array shapes (default: see
-    ``parameter_shape``).
+    ``parameter_shape``); ``namespaces`` are the globals of other modules whose functions
+    ``fn`` calls, where stop_gradient is frozen too.
 
     >>> def f(x, y):
     ...     return x * x * y
@@ -97,7 +99,7 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0) -> CheckRes
     """
     name = getattr(fn, "__name__", "function")
     rng = np.random.default_rng(seed)
-    frozen = _Frozen(fn)
+    frozen = _Frozen(fn, namespaces)
     signature = inspect.signature(fn)
     counts = [p for p in wrt if _integer(signature.parameters[p])]
     if len(counts) == len(wrt):  # --wrt n, with n=3: no gradient to compare
@@ -282,12 +284,15 @@ class _Frozen:
     The function's module may hold stop_gradient under any name (``from symdiff import
     stop_gradient as sg``), so every global bound to it is replaced, and so are the
     ``symdiff.stop_gradient`` attribute (for ``symdiff.stop_gradient(...)``) and closure
-    cells that hold it. (A helper in another module that calls it is not reached.)
+    cells that hold it; so are the globals of the other modules given (a helper in another
+    module is reached only through them).
     """
 
-    def __init__(self, fn):
-        names = getattr(fn, "__globals__", {})
-        self.slots = [(names, n) for n, v in list(names.items()) if v is runtime.stop_gradient]
+    def __init__(self, fn, namespaces=()):
+        self.slots = []
+        for names in [getattr(fn, "__globals__", {}), *namespaces]:
+            self.slots += [(names, n) for n, v in list(names.items())
+                           if v is runtime.stop_gradient]
         for module in (sys.modules.get("symdiff"), runtime):
             if module is not None:
                 self.slots.append((vars(module), "stop_gradient"))

@@ -407,7 +407,8 @@ def _check(module, built, shapes) -> bool:
             # The defaults Python gave fn at its def, not their expressions' values now.
             compiled.__defaults__, compiled.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
             gradient = compiled if b.as_tuple else _one_to_tuple(compiled)
-            result = check_gradient(fn, gradient, b.ir.wrt, shapes)
+            result = check_gradient(fn, gradient, b.ir.wrt, shapes,
+                                    namespaces=_local_namespaces(module))
         except (RecursionError, MemoryError) as e:
             _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)
             ok = False
@@ -426,14 +427,34 @@ def _check(module, built, shapes) -> bool:
 def _live_names(ir, module, live):
     """What each free name of the generated code refers to once FILE has run: FILE's own
     names as running it bound them; names of helpers from other modules as they are."""
-    from .parse import MISSING
+    from .parse import MISSING, FunctionSource
+    from .static import StaticModule
 
     names = {}
     for name, obj, *_ in ir.globals:
         if module.namespace.lookup(name) is obj and live.lookup(name) is not MISSING:
             obj = live.lookup(name)
+        elif isinstance(obj, (FunctionSource, StaticModule)):
+            # Read by a helper of a local module: that module, as running FILE imported it.
+            for record in module.modules.values():
+                if record is not module and record.namespace.lookup(name) is obj:
+                    obj = getattr(_ran(record), name, obj)
+                    break
         names[name] = obj
     return names
+
+
+def _local_namespaces(module):
+    """The globals of FILE's local modules as running FILE imported them."""
+    return [vars(ran) for record in module.modules.values()
+            if record is not module and (ran := _ran(record)) is not None]
+
+
+def _ran(record):
+    """The module running FILE imported from the file of a local module read, or None."""
+    ran = sys.modules.get(record.namespace.globals.get("__name__", ""))
+    file = getattr(ran, "__file__", None)
+    return ran if isinstance(file, str) and _same_file(file, record.source.filename) else None
 
 
 def _one_to_tuple(gradient):

@@ -558,8 +558,8 @@ class _Loader:
 
 
 class script_path:
-    """Put the file's directory first on sys.path while its imports are resolved, as
-    ``python FILE`` would, so that a module next to it is found.
+    """Put the file's directory first on sys.path while ``--check`` runs it, as ``python
+    FILE`` would, so that a module next to it is found (reading it never does this).
 
     A module that imports FILE back (a circular import) gets a stand-in module meanwhile,
     not FILE run: reading one of its names at import time fails, and is reported.

@@ -926,3 +926,25 @@ def test_a_shape_for_no_parameter_is_a_usage_error(tmp_path, capsys):
     assert capsys.readouterr().err.endswith("symdiff: error: --shape X=...: no function "
                                             "differentiated has a parameter 'X' (they have: "
                                             "x)\n")
+
+
+def test_check_of_a_local_helper_calling_stop_gradient_on_its_own_helper(tmp_path, capsys):
+    # inner is only a name of the helper's module: the check calls it as that module has it,
+    # and freezes the stop_gradient that module calls.
+    (tmp_path / "cli_sg_helpers.py").write_text(textwrap.dedent("""\
+        from symdiff import stop_gradient
+
+        def inner(a):
+            return a * 2.0
+
+        def outer(a):
+            return a * stop_gradient(inner(a))
+        """))
+    path = write(tmp_path, "from cli_sg_helpers import outer\n\ndef f(x):\n"
+                 "    return outer(x)\n")
+    try:
+        status, out, err = run(capsys, path, "--check")
+    finally:
+        sys.modules.pop("cli_sg_helpers", None)
+    assert (status, err) == (0, ""), err
+    assert out.startswith("f: largest relative error") and out.endswith(": ok\n")
