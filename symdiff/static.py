@@ -1080,10 +1080,17 @@ class _Reader:
         elif isinstance(node, ast.Attribute):
             base = self.reference(node.value)
             if isinstance(base, type(np)):  # only attributes of modules: no user objects
+                record = self.loader.records.get(getattr(base, "__file__", None))
+                if isinstance(base, StaticModule) and record is not None and (
+                        node.attr in record.unresolved):
+                    raise _NotConstant(f"{ast.unparse(node)} is not known: "
+                                       f"{record.unresolved[node.attr].reason}")
                 try:
-                    return getattr(base, node.attr)
+                    obj = getattr(base, node.attr)
                 except AttributeError:
                     raise _NotConstant(f"{ast.unparse(node)} does not exist") from None
+                if not isinstance(obj, FunctionSource):
+                    return obj
         raise _NotConstant(f"{_describe(node)} is not a module-level name symdiff can read")
 
 
