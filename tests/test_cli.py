@@ -948,3 +948,26 @@ def test_check_of_a_local_helper_calling_stop_gradient_on_its_own_helper(tmp_pat
         sys.modules.pop("cli_sg_helpers", None)
     assert (status, err) == (0, ""), err
     assert out.startswith("f: largest relative error") and out.endswith(": ok\n")
+
+
+def test_output_copies_a_local_helper_under_the_name_it_is_imported_as(tmp_path, capsys):
+    (tmp_path / "cli_alias_helpers.py").write_text(
+        "def inner(a):\n    return a * 2.0\n\n\ndef outer(a):\n    return a * inner(a)\n")
+    path = write(tmp_path, """\
+        from symdiff import stop_gradient
+        from cli_alias_helpers import inner as twice, outer
+
+        def f(x):
+            return x * stop_gradient(twice(x))
+
+        def g(x):
+            return x * stop_gradient(outer(x))
+        """)
+    out_path = tmp_path / "grads.py"
+    assert run(capsys, path, "-o", str(out_path)) == (0, "", "")
+    text = out_path.read_text()
+    assert "import cli_alias_helpers" not in text and "from cli_alias_helpers" not in text
+    namespace = {}
+    exec(compile(text, str(out_path), "exec"), namespace)
+    assert namespace["grad_f"](1.5) == (3.0,)  # d/dx of x * c, c = 2x frozen
+    assert namespace["grad_g"](1.5) == (4.5,)  # c = outer(x) = 2x**2 frozen
