@@ -971,3 +971,16 @@ def test_output_copies_a_local_helper_under_the_name_it_is_imported_as(tmp_path,
     exec(compile(text, str(out_path), "exec"), namespace)
     assert namespace["grad_f"](1.5) == (3.0,)  # d/dx of x * c, c = 2x frozen
     assert namespace["grad_g"](1.5) == (4.5,)  # c = outer(x) = 2x**2 frozen
+
+
+def test_python_m_does_not_run_a_module_of_the_current_folder_either(tmp_path):
+    here, there = tmp_path / "cwd", tmp_path / "project"
+    here.mkdir()
+    there.mkdir()
+    (here / "wave.py").write_text(_MARKS)
+    (here / "cli_cwd_helper.py").write_text(_MARKS + "def h(a):\n    return a\n")
+    (there / "model.py").write_text("import wave\nfrom cli_cwd_helper import h\n\n\n"
+                                    "def f(x):\n    return x * x\n")
+    done = _symdiff(here, str(there / "model.py"))
+    assert done.returncode == 0 and done.stdout.startswith("def grad_f(x):"), done.stderr
+    assert sorted(tmp_path.rglob("*.ran")) == []
