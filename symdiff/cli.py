@@ -148,7 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ir, source = _build(fs, module, *spec)
         except SymdiffError as e:
-            _report(e, opts.file)
+            # The library's "a bug in symdiff" for a RecursionError it did not foresee is,
+            # here, an expression too deep: say so, where.
+            cause = e.__cause__ or e.__context__
+            too_big = not e.problems and isinstance(cause, (RecursionError, MemoryError))
+            _report(_too_big(module, fs.node, f"cannot differentiate {name}", cause)
+                    if too_big else e, opts.file)
             failed = True
             continue
         except (RecursionError, MemoryError) as e:

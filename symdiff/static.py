@@ -135,7 +135,9 @@ def read_module(path: str) -> Module:
     loader = _Loader(path)
     stem = os.path.splitext(os.path.basename(path))[0]
     module = loader.read(path, source, tree, stem if stem.isidentifier() else None, top=True)
-    return dataclasses.replace(module, notes=tuple(loader.notes))
+    module = dataclasses.replace(module, notes=tuple(loader.notes))
+    loader.records[source.filename] = module
+    return module
 
 
 def _source_tree(filename: str, data: bytes) -> tuple[Source, ast.Module]:
