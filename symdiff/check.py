@@ -114,15 +114,21 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0,
     except MemoryError:
         return CheckResult(name, np.nan, "", 0, "out of memory (MemoryError) with these "
                            "shapes; give smaller ones with --shape x=3,4")
+    except Exception as e:  # noqa: BLE001 - a gradient of an odd type...: said, not a traceback
+        return CheckResult(name, np.nan, "", 0, f"the check raised {type(e).__name__}: {e}")
 
 
 def _too_big(signature, wrt, shapes) -> str:
-    """Why a parameter's shape is too large to check (see MAX_DIFFERENCED), or ""."""
+    """Why a parameter's shape cannot be drawn (negative) or is too large to check (see
+    MAX_DIFFERENCED), or ""."""
     for p in signature.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty and (
                 p.name not in wrt or _integer(p)):
             continue  # takes its default
         shape = parameter_shape(p, shapes)
+        if any(n < 0 for n in shape):
+            return (f"{p.name} would have the shape {shape}, which has a negative size "
+                    f"(give one with --shape {p.name}=3,4)")
         size = math.prod(shape)
         limit = MAX_DIFFERENCED if p.name in wrt else MAX_DRAWN
         if size > limit:

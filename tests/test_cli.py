@@ -993,3 +993,12 @@ def test_a_deep_expression_python_runs_gives_a_gradient_or_a_located_error(tmp_p
     # deeply for symdiff (RecursionError)", unless the library learns to build it.
     assert status == 0 and out.startswith("def grad_f(x):") or status == 1 and (
         err.startswith(f"{path}:") and "symdiff failed" not in err), err
+
+
+def test_check_refuses_an_annotation_with_a_negative_size(tmp_path, capsys):
+    path = write(tmp_path, 'import numpy as np\n\ndef f(x: "(3, -1)"):\n'
+                 "    return np.sum(x * x)\n")
+    status, out, err = run(capsys, path, "--check")
+    assert status == 1 and err.startswith(
+        f"{path}:3:1: error: cannot check the gradient of f: x would have the shape (3, -1), "
+        "which has a negative size (give one with --shape x=3,4)\n"), err
