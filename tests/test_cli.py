@@ -874,6 +874,7 @@ def test_output_never_overwrites_a_file_symdiff_did_not_write(tmp_path, capsys):
         f"symdiff: error: --output {mine} exists and was not written by symdiff: it would be "
         "overwritten (remove it first, or write to another file)\n")
     out_path = tmp_path / "grads.py"
+    out_path.touch()  # empty: nothing to lose
     assert run(capsys, path, "-o", str(out_path))[0] == 0
     path = write(tmp_path, "def f(x):\n    return x * x * x\n")
     assert run(capsys, path, "-o", str(out_path))[0] == 0  # regenerating is fine
