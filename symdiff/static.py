@@ -380,9 +380,9 @@ class _Loader:
     standard module (``wave.py``, ``json.py``) is never read or run: the name is the
     standard module, with a note. Every other module (NumPy, SciPy, what is installed) is
     imported as usual, from sys.path without FILE's directory and without the current
-    directory that ``python -m`` puts first, so only installed code runs. A local module
-    that is already imported from that same file (symdiff itself, read from a checkout)
-    is that module.
+    directory that ``python -m`` puts first, so only installed code runs. ``symdiff`` is
+    always the symdiff running (a copy next to FILE would give another stop_gradient), and
+    a local module already imported from that same file is that module.
     """
 
     def __init__(self, path):
@@ -427,7 +427,8 @@ class _Loader:
     def local(self, top_name) -> bool:
         """Whether ``python FILE`` would load ``top_name`` from FILE's directory and symdiff
         reads it (a standard module's name never is)."""
-        if top_name in sys.builtin_module_names or top_name in sys.stdlib_module_names:
+        if top_name in sys.builtin_module_names or top_name in sys.stdlib_module_names or (
+                top_name == __name__.partition(".")[0]):  # symdiff is the one running
             return False
         spec = importlib.machinery.PathFinder.find_spec(top_name, [self.top])
         if spec is None:

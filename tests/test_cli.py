@@ -1003,3 +1003,14 @@ def test_check_refuses_an_annotation_with_a_negative_size(tmp_path, capsys):
     assert status == 1 and err.startswith(
         f"{path}:3:1: error: cannot check the gradient of f: x would have the shape (3, -1), "
         "which has a negative size (give one with --shape x=3,4)\n"), err
+
+
+def test_a_copy_of_symdiff_next_to_file_is_not_read_for_symdiff(tmp_path, capsys):
+    # Read statically, its stop_gradient would be a plain identity to differentiate through.
+    (tmp_path / "symdiff").mkdir()
+    (tmp_path / "symdiff" / "__init__.py").write_text("def stop_gradient(x):\n    return x\n")
+    path = write(tmp_path, "from symdiff import stop_gradient\n\ndef f(x):\n"
+                 "    return x * stop_gradient(x)\n")
+    status, out, err = run(capsys, path, "--format", "math")
+    assert (status, err) == (0, "")
+    assert out.endswith("df/dx = stop_gradient(x)\n"), out
