@@ -504,7 +504,9 @@ class _Loader:
             raise ImportError(f"cannot read {spec.origin}: {e.strerror or e}",
                               name=name) from None
         except SymdiffError as e:  # as importing it would: a SyntaxError
-            raise SyntaxError(e.format("").replace("\n", " ")) from None
+            first = e.problems[0] if e.problems else None
+            raise SyntaxError(f"{first.filename}:{first.line}:{first.col}: {first.message}"
+                              if first else str(e)) from None
         self.read(spec.origin, source, tree, name, search=spec.submodule_search_locations)
         return self.by_file[real]
 
@@ -1005,7 +1007,8 @@ class _Reader:
 
     def failed(self, name, stmt, what, e):
         """An import failed: the name is not known, and an except block may catch ``e``."""
-        self.unbind(name, stmt, f"{what}: {type(e).__name__}: {e}")
+        hint = "fix that file; or use grad() in Python" if isinstance(e, SyntaxError) else ""
+        self.unbind(name, stmt, f"{what}: {type(e).__name__}: {e}", hint=hint)
         self.failure = e
 
     def assign(self, name, value, stmt):

@@ -1014,3 +1014,16 @@ def test_a_copy_of_symdiff_next_to_file_is_not_read_for_symdiff(tmp_path, capsys
     status, out, err = run(capsys, path, "--format", "math")
     assert (status, err) == (0, "")
     assert out.endswith("df/dx = stop_gradient(x)\n"), out
+
+
+def test_a_local_module_that_is_not_utf8_is_named_where_it_is_used(tmp_path, capsys):
+    (tmp_path / "cli_latin_mod.py").write_bytes(b"def h(a):\n    s = 'caf\xe9'\n    return a\n")
+    path = write(tmp_path, "from cli_latin_mod import h\n\ndef f(x):\n    return h(x)\n")
+    status, out, err = run(capsys, path)
+    assert (status, out) == (1, "")
+    assert err == (f"{path}:4:12: error: 'h' is set at module level (line 1) by code symdiff "
+                   "does not run when it reads a file: from cli_latin_mod import h failed: "
+                   f"SyntaxError: {tmp_path / 'cli_latin_mod.py'}:2:13: the file is not valid "
+                   "utf-8: byte 0xe9 cannot be decoded\n"
+                   "        return h(x)\n               ^\n"
+                   "  supported instead: fix that file; or use grad() in Python\n")
