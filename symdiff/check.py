@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 import sys
 from dataclasses import dataclass
 
@@ -38,6 +39,11 @@ TOLERANCE = 1e-5  # of the relative error |g - n| / max(1, |g|, |n|)
 # many times that is allowed on top of TOLERANCE * max(1, |g|, |n|).
 ROUNDING = 10.0
 _DRAWS = ("signed", "positive", "small")
+# The central differences call the function twice per element of a differentiated
+# parameter, at each point: beyond this many elements the check would take hours. Other
+# parameters are drawn whole: beyond this many elements (80 MB) they are refused too.
+MAX_DIFFERENCED = 10_000
+MAX_DRAWN = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -75,12 +81,14 @@ class CheckResult:
                 f"{self.points} random points: {verdict}")
 
 
-def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0) -> CheckResult:
+def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0,
+                   namespaces=()) -> CheckResult:
     """Compare ``gradient`` with central differences of ``fn`` at ``points`` random points.
 
     ``gradient`` takes ``fn``'s arguments and returns a tuple of gradients, one per name in
     ``wrt``; ``shapes`` maps parameter names to array shapes (default: see
-    ``parameter_shape``).
+    ``parameter_shape``); ``namespaces`` are the globals of other modules whose functions
+    ``fn`` calls, where stop_gradient is frozen too.
 
     >>> def f(x, y):
     ...     return x * x * y
@@ -91,14 +99,48 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0) -> CheckRes
     """
     name = getattr(fn, "__name__", "function")
     rng = np.random.default_rng(seed)
-    frozen = _Frozen(fn)
-    worst, where = 0.0, ""
+    frozen = _Frozen(fn, namespaces)
     signature = inspect.signature(fn)
     counts = [p for p in wrt if _integer(signature.parameters[p])]
     if len(counts) == len(wrt):  # --wrt n, with n=3: no gradient to compare
         note = (f"{', '.join(counts)} {'has' if len(counts) == 1 else 'have'} an integer "
                 "default" if counts else "no parameter to differentiate")
         return CheckResult(name, 0.0, "", 0, note=note)
+    too_big = _too_big(signature, wrt, shapes or {})
+    if too_big:
+        return CheckResult(name, np.nan, "", 0, too_big)
+    try:
+        return _compare(fn, gradient, wrt, shapes, points, rng, frozen, signature)
+    except MemoryError:
+        return CheckResult(name, np.nan, "", 0, "out of memory (MemoryError) with these "
+                           "shapes; give smaller ones with --shape x=3,4")
+    except Exception as e:  # noqa: BLE001 - a gradient of an odd type...: said, not a traceback
+        return CheckResult(name, np.nan, "", 0, f"the check raised {type(e).__name__}: {e}")
+
+
+def _too_big(signature, wrt, shapes) -> str:
+    """Why a parameter's shape cannot be drawn (negative) or is too large to check (see
+    MAX_DIFFERENCED), or ""."""
+    for p in signature.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty and (
+                p.name not in wrt or _integer(p)):
+            continue  # takes its default
+        shape = parameter_shape(p, shapes)
+        if any(n < 0 for n in shape):
+            return (f"{p.name} would have the shape {shape}, which has a negative size "
+                    f"(give one with --shape {p.name}=3,4)")
+        size = math.prod(shape)
+        limit = MAX_DIFFERENCED if p.name in wrt else MAX_DRAWN
+        if size > limit:
+            how = "differentiates element by element" if p.name in wrt else "draws values"
+            return (f"{p.name} of shape {shape} has {size} elements; --check {how} and "
+                    f"takes at most {limit} (give a smaller shape with --shape {p.name}=...)")
+    return ""
+
+
+def _compare(fn, gradient, wrt, shapes, points, rng, frozen, signature) -> CheckResult:
+    name = getattr(fn, "__name__", "function")
+    worst, where = 0.0, ""
     with np.errstate(all="ignore"):
         for k in range(points):
             found = _finite_point(fn, signature, wrt, shapes or {}, rng, frozen)
@@ -248,12 +290,15 @@ class _Frozen:
     The function's module may hold stop_gradient under any name (``from symdiff import
     stop_gradient as sg``), so every global bound to it is replaced, and so are the
     ``symdiff.stop_gradient`` attribute (for ``symdiff.stop_gradient(...)``) and closure
-    cells that hold it. (A helper in another module that calls it is not reached.)
+    cells that hold it; so are the globals of the other modules given (a helper in another
+    module is reached only through them).
     """
 
-    def __init__(self, fn):
-        names = getattr(fn, "__globals__", {})
-        self.slots = [(names, n) for n, v in list(names.items()) if v is runtime.stop_gradient]
+    def __init__(self, fn, namespaces=()):
+        self.slots = []
+        for names in [getattr(fn, "__globals__", {}), *namespaces]:
+            self.slots += [(names, n) for n, v in list(names.items())
+                           if v is runtime.stop_gradient]
         for module in (sys.modules.get("symdiff"), runtime):
             if module is not None:
                 self.slots.append((vars(module), "stop_gradient"))

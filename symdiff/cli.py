@@ -39,15 +39,20 @@ the check says "nothing to compare" and does not fail. The check fails where
 the second term is the rounding error of the differences where |f| is large. The error
 printed is |g - n| / (max(1, |g|, |n|) + 10 * eps * |f| / (h * 1e-5)), over 1e-5 when it fails.
 
-Reading FILE without running it: a module-level name changed in place (W[0] = 1.0,
-W += 1 on an array, L.append(...)), and every name sharing its data, is not known, so a
-function reading it gets an error; so is a decorated function (its decorator could change
-what it computes). Decorated and async functions are skipped, with a note. The body of
-`if __name__ == "__main__":` is not read; in `try: import a` / `except ImportError:
-import b`, the except block is read when an import in the try block fails. A FILE that is
-not text in its encoding (UTF-8 unless a coding line says otherwise) is an error, exit 1.
---output refuses to overwrite FILE, and to define one name twice (a name that means two
-things to two gradients, a name of the file's that is also grad_<name>).
+Reading FILE without running it: the modules it imports from its own folder are read the
+same way, recursively, never imported (a file there named like a standard module,
+wave.py, is neither read nor run: the name is the standard module); other modules
+(NumPy, SciPy, what is installed) are imported. A module-level name changed in place
+(W[0] = 1.0, W += 1 on an array, L.append(...)), and every name sharing its data, is not
+known, so a function reading it gets an error; so is a decorated function (its decorator
+could change what it computes). Decorated and async functions are skipped, with a note.
+The body of `if __name__ == "__main__":` is not read; in `try: import a` / `except
+ImportError: import b`, the except block is read when an import in the try block fails.
+A FILE that is not text in its encoding (UTF-8 unless a coding line says otherwise) is
+an error, exit 1.
+--output refuses to overwrite FILE or any file it did not write itself, and to define one
+name twice (a name that means two things to two gradients, a name of the file's that is
+also grad_<name>).
 
 symdiff cache info | symdiff cache clear: show or empty the disk cache of gradients.
 
@@ -90,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     shapes = _parse_shapes(opts.shape, parser)
     if opts.output and _same_file(opts.output, opts.file):
         parser.error(f"--output {opts.output} is FILE itself: it would overwrite the source")
+    if opts.output and os.path.isfile(opts.output) and not _exported(opts.output):
+        parser.error(f"--output {opts.output} exists and was not written by symdiff: it would "
+                     "be overwritten (remove it first, or write to another file)")
     try:
         module = read_module(opts.file)
     except OSError as e:
@@ -108,12 +116,22 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"{opts.file} has no top-level function {unknown[0]!r} (it defines: "
                      f"{', '.join(module.functions) or 'none'})")
+    for note in module.notes:
+        _report(note, opts.file, "note: ")
     if not names:
         names = list(module.functions)
+        if not names and not module.skipped:
+            print(f"{opts.file}: note: it defines no top-level function to differentiate "
+                  "(methods and lambdas are not read)", file=sys.stderr)
         for name, skipped in module.skipped.items():
             _report(module.source.problem(skipped.node, f"skipped {name}: {skipped.reason}"),
                     opts.file, "note: ")
 
+    params = {p for name in names for p in _parameters(module.functions[name].node)}
+    for shape_of in shapes:
+        if shape_of not in params:  # a typo would check a scalar and say ok
+            parser.error(f"--shape {shape_of}=...: no function differentiated has a parameter "
+                         f"{shape_of!r} (they have: {', '.join(sorted(params)) or 'none'})")
     built, failed = [], False
     for name in names:
         fs = module.functions[name]
@@ -130,7 +148,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ir, source = _build(fs, module, *spec)
         except SymdiffError as e:
-            _report(e, opts.file)
+            # The library's "a bug in symdiff" for a RecursionError it did not foresee is,
+            # here, an expression too deep: say so, where.
+            cause = e.__cause__ or e.__context__
+            too_big = not e.problems and isinstance(cause, (RecursionError, MemoryError))
+            _report(_too_big(module, fs.node, f"cannot differentiate {name}", cause)
+                    if too_big else e, opts.file)
+            failed = True
+            continue
+        except (RecursionError, MemoryError) as e:
+            _report(_too_big(module, fs.node, f"cannot differentiate {name}", e), opts.file)
             failed = True
             continue
         built.append(_Built(name, fs, ir, source, spec[1]))
@@ -146,6 +173,28 @@ def main(argv: list[str] | None = None) -> int:
     if opts.check:
         failed |= not _check(module, built, shapes)
     return 1 if failed else 0
+
+
+def _too_big(module, node, what, e):
+    """A located problem for RecursionError or MemoryError, which no traceback must show."""
+    if isinstance(e, RecursionError):
+        return module.source.problem(node, f"{what}: an expression in it is nested too "
+                                     "deeply for symdiff (RecursionError)",
+                                     "split the expression into several statements")
+    return module.source.problem(node, f"{what}: out of memory (MemoryError)",
+                                 "smaller arrays or shapes")
+
+
+def _exported(path) -> bool:
+    """Whether the file at ``path`` is a module symdiff exported, by the start of its
+    docstring, or empty: overwriting it loses nothing."""
+    try:
+        with open(path, "rb") as fp:
+            head = fp.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return not head or head.startswith('"""Gradients of the functions in ') and (
+        ", generated by symdiff" in head)
 
 
 def _same_file(a, b) -> bool:
@@ -267,8 +316,9 @@ def _build(fs, module, wrt, as_tuple):
 def _explained(problem, module):
     from .static import unresolved_message
 
-    for name, unresolved in module.unresolved.items():
-        if problem.filename == module.source.filename and problem.message == (
+    home = module.modules.get(problem.filename, module)
+    for name, unresolved in home.unresolved.items():
+        if problem.filename == home.source.filename and problem.message == (
                 f"name {name!r} is not defined"):
             message, hint = unresolved_message(name, unresolved)
             return dataclasses.replace(problem, message=message, hint=hint)
@@ -282,13 +332,18 @@ def _render(built, fmt, unicode) -> str:
 
     blocks = []
     for b in built:
-        f = formula(b.ir)
-        if f.closed:
-            blocks.append(f.pretty(unicode) if fmt == "math" else f.latex())
-        elif fmt == "math":
-            blocks.append(f"# {b.name}: {f.note()}:\n\n{b.source}")
+        try:
+            f = formula(b.ir)
+            if f.closed:
+                blocks.append(f.pretty(unicode) if fmt == "math" else f.latex())
+                continue
+            note = f.note()
+        except (RecursionError, MemoryError):  # SymPy recursing on a huge formula
+            note = "nested too deeply to print as a formula"
+        if fmt == "math":
+            blocks.append(f"# {b.name}: {note}:\n\n{b.source}")
         else:
-            blocks.append(f"% {b.name}: {f.note()}:\n\\begin{{verbatim}}\n{b.source}"
+            blocks.append(f"% {b.name}: {note}:\n\\begin{{verbatim}}\n{b.source}"
                           "\\end{verbatim}")
     return "\n\n".join(blocks)
 
@@ -306,6 +361,10 @@ def _write(module, built, out, argv) -> bool:
         Path(out).write_text(text, encoding="utf-8")  # as Python reads source files
     except SymdiffError as e:
         _report(e, module.path)
+        return False
+    except (RecursionError, MemoryError) as e:
+        print(f"{module.path}: error: cannot export to {out}: {type(e).__name__}",
+              file=sys.stderr)
         return False
     except OSError as e:
         print(f"{out}: error: cannot write: {e.strerror or e}", file=sys.stderr)
@@ -348,11 +407,17 @@ def _check(module, built, shapes) -> bool:
             ok = False
             continue
         names = _live_names(b.ir, module, Namespace(fn.__globals__))
-        compiled, _ = compile_source(b.source, "grad_" + b.name, names, b.ir.np_alias)
-        # The defaults Python gave fn at its def, not their expressions' values now.
-        compiled.__defaults__, compiled.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
-        gradient = compiled if b.as_tuple else _one_to_tuple(compiled)
-        result = check_gradient(fn, gradient, b.ir.wrt, shapes)
+        try:
+            compiled, _ = compile_source(b.source, "grad_" + b.name, names, b.ir.np_alias)
+            # The defaults Python gave fn at its def, not their expressions' values now.
+            compiled.__defaults__, compiled.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+            gradient = compiled if b.as_tuple else _one_to_tuple(compiled)
+            result = check_gradient(fn, gradient, b.ir.wrt, shapes,
+                                    namespaces=_local_namespaces(module))
+        except (RecursionError, MemoryError) as e:
+            _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)
+            ok = False
+            continue
         print(result.summary())
         if not result.ok:
             ok = False
@@ -367,14 +432,34 @@ def _check(module, built, shapes) -> bool:
 def _live_names(ir, module, live):
     """What each free name of the generated code refers to once FILE has run: FILE's own
     names as running it bound them; names of helpers from other modules as they are."""
-    from .parse import MISSING
+    from .parse import MISSING, FunctionSource
+    from .static import StaticModule
 
     names = {}
     for name, obj, *_ in ir.globals:
         if module.namespace.lookup(name) is obj and live.lookup(name) is not MISSING:
             obj = live.lookup(name)
+        elif isinstance(obj, (FunctionSource, StaticModule)):
+            # Read by a helper of a local module: that module, as running FILE imported it.
+            for record in module.modules.values():
+                if record is not module and record.namespace.lookup(name) is obj:
+                    obj = getattr(_ran(record), name, obj)
+                    break
         names[name] = obj
     return names
+
+
+def _local_namespaces(module):
+    """The globals of FILE's local modules as running FILE imported them."""
+    return [vars(ran) for record in module.modules.values()
+            if record is not module and (ran := _ran(record)) is not None]
+
+
+def _ran(record):
+    """The module running FILE imported from the file of a local module read, or None."""
+    ran = sys.modules.get(record.namespace.globals.get("__name__", ""))
+    file = getattr(ran, "__file__", None)
+    return ran if isinstance(file, str) and _same_file(file, record.source.filename) else None
 
 
 def _one_to_tuple(gradient):

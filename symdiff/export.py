@@ -158,11 +158,11 @@ class _Writer:
             elif used != "np":
                 self.builtins_used.add(used)
 
-    def with_defaults(self, text, name, node):
+    def with_defaults(self, text, name, node, home=None):
         """``text`` (a def of ``name``'s parameters: its gradient, or a copy of it) with
-        each default whose expression the file sets again after the def written as the
-        value Python gave it there."""
-        stale = self.module.defaults.get(name)
+        each default whose expression the file (or ``home``, the module read that defines
+        ``name``) sets again after the def written as the value Python gave it there."""
+        stale = (home or self.module).defaults.get(name)
         if not stale:
             return text
         fn = ast.parse(text).body[0]
@@ -182,10 +182,11 @@ class _Writer:
                     raise TypeError(found.reason)
                 edits.append((d, _literal(found.value)))
             except (TypeError, ValueError) as e:
-                self.problem(f"cannot export the default of {p.arg} ({ast.unparse(d)}) that "
-                             f"{name} had when it was defined (line {found.line}): {e}",
-                             found.node, hint="a default that is a literal, or that reads "
-                             "names not set again after the def")
+                self.problems.append((home or self.module).source.problem(
+                    found.node, f"cannot export the default of {p.arg} ({ast.unparse(d)}) "
+                    f"that {name} had when it was defined (line {found.line}): {e}",
+                    "a default that is a literal, or that reads names not set again after "
+                    "the def"))
         return _replace(text, edits)
 
     def _resolve(self, name, obj, who, node):
@@ -222,7 +223,14 @@ class _Writer:
             self.import_lines[text] = None
             self.defined.add(name)
         elif isinstance(obj, FunctionSource):
-            text = self.with_defaults(_function_text(obj), name, obj.node)
+            # A local module's function, maybe imported under another name (from helpers
+            # import boost as b): copied under the name the code reads, with the defaults
+            # of its own module.
+            home = self.module.modules.get(obj.source.filename, self.module)
+            text = _function_text(obj)
+            if name != obj.name:
+                text = text.replace(f"def {obj.name}(", f"def {name}(", 1)
+            text = self.with_defaults(text, obj.name, obj.node, home)
             self.functions[name] = text
             self.defined.add(name)
             copied = ast.parse(text).body[0]

@@ -1,7 +1,8 @@
 """A Python file's path -> its top-level functions and module-level names, read without running it.
 
-The CLI differentiates the functions of a file it must not execute. Imports are resolved by
-importing the modules named (numpy, math, ...), never the file itself; module-level
+The CLI differentiates the functions of a file it must not execute. The modules it imports
+from its own folder are read the same way, recursively, never run (see ``_Loader``); the
+others (numpy, math, ...) are imported, from where they are installed; module-level
 constants are evaluated from their syntax (literals, arithmetic, and NumPy constructors of
 literals); every ``def`` becomes a ``parse.FunctionSource``. A name that cannot be resolved
 this way is recorded with the reason, so a function that reads it gets a located error.
@@ -20,7 +21,10 @@ where a name a default reads is set again later, ``Module.defaults`` keeps the v
 from __future__ import annotations
 
 import ast
+import contextlib
+import dataclasses
 import importlib
+import importlib.machinery
 import io
 import math
 import os
@@ -100,11 +104,22 @@ class Module:
     skipped: Mapping[str, Skipped] = field(default_factory=dict)
     defaults: Mapping[str, Mapping[str, DefTime]] = field(default_factory=dict)
     bindings: Mapping[str, ast.AST] = field(default_factory=dict)
+    # Every file read for this one (it, and the local modules it imports), by absolute path.
+    modules: Mapping[str, Module] = field(default_factory=dict, repr=False, compare=False)
+    notes: tuple[Problem, ...] = ()  # what the reading could not follow as Python would
+
+
+class StaticModule(types.ModuleType):
+    """A local module (one found next to FILE) as the CLI reads it: its names are what its
+    reading resolved (functions as ``FunctionSource``), and none of its code has run."""
 
 
 def read_module(path: str) -> Module:
     """Read the file at ``path`` without running it; raise SymdiffError if it does not parse
     (or is not text in its encoding).
+
+    The modules it imports that are found in its directory (where ``python FILE`` looks
+    first) are read the same way, recursively, never imported: see ``_Loader``.
 
     >>> import tempfile, os
     >>> with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
@@ -116,25 +131,45 @@ def read_module(path: str) -> Module:
     """
     with open(path, "rb") as fp:
         data = fp.read()
-    lines = _decode(os.path.abspath(path), data)
+    source, tree = _source_tree(os.path.abspath(path), data)
+    loader = _Loader(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    module = loader.read(path, source, tree, stem if stem.isidentifier() else None, top=True)
+    module = dataclasses.replace(module, notes=tuple(loader.notes))
+    loader.records[source.filename] = module
+    return module
+
+
+def _source_tree(filename: str, data: bytes) -> tuple[Source, ast.Module]:
+    """A file's lines and syntax tree; a located SymdiffError if it is not Python source."""
+    lines = _decode(filename, data)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"  # as linecache does: the lines must match a live function's
     # Named by its absolute path, as a function imported from it is (co_filename): the
     # generated docstring, which names it, is then the same text as grad() gives.
-    source = Source(os.path.abspath(path), tuple(lines))
+    source = Source(filename, tuple(lines))
     try:
         tree = ast.parse("".join(lines), source.filename)
     except SyntaxError as e:
         problem = Problem(source.filename, e.lineno or 1, e.offset or 1, e.msg,
                           (e.text or "").rstrip("\n"))
         raise SymdiffError(problems=(problem,)) from None
-    reader = _Reader(path, source)
-    with script_path(path):
-        for stmt in tree.body:
-            reader.statement(stmt)
-    return Module(path, source, reader.functions, reader.namespace, reader.imports,
-                  reader.unresolved, reader.skipped, reader.stale_defaults(),
-                  reader.bindings)
+    except (RecursionError, MemoryError) as e:
+        # Python cannot compile it either; say where the expression that is too deep is.
+        line = _busiest_line(lines)
+        problem = Problem(source.filename, line, 1, "an expression nested too deeply for "
+                          f"Python's parser ({type(e).__name__}): Python cannot run this "
+                          "file either", source.line_text(line)[:200],
+                          "split the expression into several statements")
+        raise SymdiffError(problems=(problem,)) from None
+    return source, tree
+
+
+def _busiest_line(lines) -> int:
+    """The line with the most operators and brackets (read by tokens, which do not recurse):
+    where an expression too deep to parse most likely is."""
+    counts = [sum(line.count(c) for c in "+-*/(~[") for line in lines]
+    return max(range(len(counts)), key=counts.__getitem__, default=0) + 1
 
 
 def _decode(filename: str, data: bytes) -> list[str]:
@@ -170,8 +205,9 @@ def _decode(filename: str, data: bytes) -> list[str]:
 
 def unresolved_problems(fs: FunctionSource, module: Module) -> list[Problem]:
     """A located problem where ``fs`` reads (in its body or defaults) an unresolved name,
-    and where it (or a function of the file it calls) calls a function of the file leaving
-    a parameter to a default whose value at the ``def`` is not what symdiff would read.
+    and where it (or a function it calls, of the file or of a local module) calls a function
+    leaving a parameter to a default whose value at the ``def`` is not what symdiff would
+    read. The functions it calls are followed transitively, in every file read.
 
     >>> import tempfile, os
     >>> with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
@@ -181,28 +217,63 @@ def unresolved_problems(fs: FunctionSource, module: Module) -> list[Problem]:
     [12]
     >>> os.remove(f.name)
     """
-    reads, calls = _module_reads(fs.node)
     problems = []
-    for node in reads:
-        if node.id in module.unresolved:
-            message, hint = unresolved_message(node.id, module.unresolved[node.id])
-            problems.append(module.source.problem(node, message, hint))
-    # Calls of the file's functions, transitively: a default they leave out must be the
-    # value Python evaluated at the def, which symdiff (reading the expression) cannot give.
-    seen, todo = {fs.name}, list(calls)
+    seen, todo = set(), [fs]
     while todo:
-        call = todo.pop(0)
-        callee = module.namespace.lookup(call.func.id)
-        if not isinstance(callee, FunctionSource) or callee.source is not module.source:
+        f = todo.pop(0)
+        home = module.modules.get(f.source.filename, module if f.source is module.source
+                                  else None)
+        if id(f.node) in seen or home is None or f.source is not home.source:
             continue
-        problems += _stale_default_problems(call, callee, module)
-        if callee.name not in seen:
-            seen.add(callee.name)
-            todo += _module_reads(callee.node)[1]
+        seen.add(id(f.node))
+        reads, calls, attributes = _module_reads(f.node)
+        for node in reads:
+            if node.id in home.unresolved:
+                message, hint = unresolved_message(node.id, home.unresolved[node.id])
+                problems.append(home.source.problem(node, message, hint))
+        for node in attributes:  # helpers.W, of a local module whose W is not known
+            owner = _static_base(node.value, f.namespace)
+            record = module.modules.get(getattr(owner, "__file__", None))
+            if record is not None and node.attr in record.unresolved:
+                u = record.unresolved[node.attr]
+                problems.append(home.source.problem(
+                    node, u.message or f"{ast.unparse(node)} is not known: {owner.__name__} "
+                    f"sets it at module level (line {u.line}) by code symdiff does not run "
+                    f"when it reads a file: {u.reason}", u.hint or _HINT))
+        # Defaults the callee leaves out must be the values Python evaluated at the def,
+        # which symdiff (reading the expression) cannot give.
+        for call in calls:
+            callee = _callee(call.func, f.namespace)
+            if not isinstance(callee, FunctionSource):
+                continue
+            callee_home = module.modules.get(callee.source.filename)
+            if callee_home is not None and callee.source is callee_home.source:
+                problems += _stale_default_problems(call, callee, callee_home, home)
+            todo.append(callee)
     return problems
 
 
-def _stale_default_problems(call, callee, module) -> list[Problem]:
+def _static_base(node, namespace):
+    """The StaticModule ``node`` (``helpers``, ``pkg.sub``) names, or None."""
+    if isinstance(node, ast.Name):
+        obj = namespace.lookup(node.id)
+    elif isinstance(node, ast.Attribute):
+        base = _static_base(node.value, namespace)
+        obj = vars(base).get(node.attr) if base is not None else None
+    else:
+        return None
+    return obj if isinstance(obj, StaticModule) else None
+
+
+def _callee(func, namespace):
+    if isinstance(func, ast.Name):
+        return namespace.lookup(func.id)
+    base = _static_base(func.value, namespace)
+    return vars(base).get(func.attr) if base is not None else None
+
+
+def _stale_default_problems(call, callee, module, caller) -> list[Problem]:
+    """``module`` defines ``callee``; ``caller`` holds the call."""
     stale = module.defaults.get(callee.name, {})
     if not stale or any(isinstance(a, ast.Starred) for a in call.args) or any(
             k.arg is None for k in call.keywords):
@@ -216,7 +287,7 @@ def _stale_default_problems(call, callee, module) -> list[Problem]:
             continue
         what = d.reason or (f"was {_short(d.value)} when {callee.name} was defined (line "
                             f"{d.line}), and a name it reads is set again later")
-        problems.append(module.source.problem(
+        problems.append(caller.source.problem(
             call, f"this call of {callee.name} leaves {p} to its default "
             f"{ast.unparse(d.node)}, which {what}: symdiff would read its value at the end "
             "of the file, not the one Python gives it",
@@ -232,40 +303,44 @@ def unresolved_message(name: str, u: Unresolved) -> tuple[str, str]:
             f"when it reads a file: {u.reason}", u.hint or _HINT)
 
 
-def _module_reads(fn) -> tuple[list[ast.Name], list[ast.Call]]:
+def _module_reads(fn) -> tuple[list[ast.Name], list[ast.Call], list[ast.Attribute]]:
     """The names a function reads from the module (in its body and defaults, not those
-    its own or a nested function's parameters and locals shadow), and its calls of them."""
-    reads, calls = [], []
+    its own or a nested function's parameters and locals shadow), its calls of them (and
+    of their attributes, ``helpers.h(x)``), and the attributes it reads of them.
+
+    Walked with a stack, not recursion: an expression nested thousands deep is read too.
+    """
+    reads, calls, attributes = [], [], []
     a = fn.args
-    for d in [*a.defaults, *(d for d in a.kw_defaults if d is not None)]:
-        _reads_in(d, frozenset(), reads, calls)  # evaluated in the module's scope
-    _reads_in_function(fn, frozenset(), reads, calls)
-    return reads, calls
-
-
-def _reads_in_function(fn, outer, reads, calls):
-    local = outer | _scope_locals(fn)
-    for node in ([fn.body] if isinstance(fn, ast.Lambda) else fn.body):
-        _reads_in(node, local, reads, calls)
-
-
-def _reads_in(node, local, reads, calls):
-    if isinstance(node, ast.Name):
-        if isinstance(node.ctx, ast.Load) and node.id not in local:
-            reads.append(node)
-        return
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        a = node.args
-        for d in [*getattr(node, "decorator_list", []), *a.defaults,
-                  *(d for d in a.kw_defaults if d is not None)]:
-            _reads_in(d, local, reads, calls)
-        _reads_in_function(node, local, reads, calls)
-        return
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
-            node.func.id not in local):
-        calls.append(node)
-    for child in ast.iter_child_nodes(node):
-        _reads_in(child, local, reads, calls)
+    # Defaults are evaluated in the module's scope; the body in the function's.
+    todo = [(d, frozenset()) for d in [*a.defaults, *(d for d in a.kw_defaults
+                                                      if d is not None)]]
+    local = _scope_locals(fn)
+    todo += [(node, local) for node in ([fn.body] if isinstance(fn, ast.Lambda) else fn.body)]
+    todo.reverse()
+    while todo:
+        node, local = todo.pop()
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load) and node.id not in local:
+                reads.append(node)
+            continue
+        children = list(ast.iter_child_nodes(node))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            inner = local | _scope_locals(node)
+            children = [(d, local) for d in [*getattr(node, "decorator_list", []), *a.defaults,
+                                             *(d for d in a.kw_defaults if d is not None)]]
+            children += [(b, inner) for b in ([node.body] if isinstance(node, ast.Lambda)
+                                              else node.body)]
+            todo += reversed(children)
+            continue
+        if isinstance(node, ast.Call) and _root(node.func) not in local | {None}:
+            calls.append(node)
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and (
+                _root(node) not in local | {None}):
+            attributes.append(node)
+        todo += [(c, local) for c in reversed(children)]
+    return reads, calls, attributes
 
 
 def _scope_locals(fn) -> frozenset[str]:
@@ -293,9 +368,203 @@ def _scope_locals(fn) -> frozenset[str]:
     return frozenset(names - free)
 
 
+class _Loader:
+    """Reads FILE and the local modules it imports, each once, running none of them.
+
+    A module is *local* when ``python FILE`` would load it from FILE's directory (the first
+    entry of its sys.path) and its name is not that of a standard-library module:
+    ``import helpers`` finds ``helpers.py`` or the package ``helpers/`` there. A local module
+    is read as FILE is (its submodules and the relative imports of a local package too),
+    recursively; a module that imports one being read (a cycle) gets it without its names
+    (names are taken from it only once it has been read). A file next to FILE named like a
+    standard module (``wave.py``, ``json.py``) is never read or run: the name is the
+    standard module, with a note. Every other module (NumPy, SciPy, what is installed) is
+    imported as usual, from sys.path without FILE's directory and without the current
+    directory that ``python -m`` puts first, so only installed code runs. ``symdiff`` is
+    always the symdiff running (a copy next to FILE would give another stop_gradient), and
+    a local module already imported from that same file is that module.
+    """
+
+    def __init__(self, path):
+        self.top = os.path.dirname(os.path.abspath(path))
+        self.by_name: dict[str, types.ModuleType] = {}
+        self.by_file: dict[str, types.ModuleType] = {}  # by real path
+        self.records: dict[str, Module] = {}  # by absolute path, as Source.filename
+        self.reading: set[int] = set()  # ids of the StaticModules being read
+        self.notes: list[Problem] = []
+        self._imported: dict[str, types.ModuleType] | None = None
+
+    def read(self, path, source, tree, name, top=False, search=None) -> Module:
+        stand_in = StaticModule(name or "__symdiff_static__")
+        stand_in.__file__ = source.filename
+        if search is not None:
+            stand_in.__path__ = list(search)
+        if name and not (top and name in sys.stdlib_module_names):
+            self.by_name.setdefault(name, stand_in)
+        self.by_file[os.path.realpath(source.filename)] = stand_in
+        package = name if search is not None else (name or "").rpartition(".")[0]
+        reader = _Reader(path, source, self, None if top else vars(stand_in),
+                         None if top else package)
+        self.reading.add(id(stand_in))
+        try:
+            for stmt in tree.body:
+                try:
+                    reader.statement(stmt)
+                except RecursionError:
+                    for bound in _bound_names(stmt):
+                        reader.unbind(bound, stmt, "an expression nested too deeply to read")
+        finally:
+            self.reading.discard(id(stand_in))
+        if top:  # FILE, as a module that imports it back sees it once read
+            stand_in.__dict__.update((k, v) for k, v in reader.globals.items()
+                                     if not k.startswith("__"))
+        record = Module(path, source, reader.functions, reader.namespace, reader.imports,
+                        reader.unresolved, reader.skipped, reader.stale_defaults(),
+                        reader.bindings, self.records)
+        self.records[source.filename] = record
+        return record
+
+    def local(self, top_name) -> bool:
+        """Whether ``python FILE`` would load ``top_name`` from FILE's directory and symdiff
+        reads it (a standard module's name never is)."""
+        if top_name in sys.builtin_module_names or top_name in sys.stdlib_module_names or (
+                top_name == __name__.partition(".")[0]):  # symdiff is the one running
+            return False
+        spec = importlib.machinery.PathFinder.find_spec(top_name, [self.top])
+        if spec is None:
+            return False
+        if spec.origin is None or spec.origin == "namespace":
+            # A bare folder loses to a module or regular package found anywhere on sys.path.
+            with self.installed_only():
+                other = importlib.machinery.PathFinder.find_spec(top_name)
+            return other is None or other.origin in (None, "namespace")
+        return True
+
+    def shadowed(self, top_name) -> str:
+        """The file or folder next to FILE named like the standard module ``top_name``."""
+        if top_name not in sys.stdlib_module_names:
+            return ""
+        spec = importlib.machinery.PathFinder.find_spec(top_name, [self.top])
+        if spec is None:
+            return ""
+        if spec.origin in (None, "namespace"):
+            return top_name + "/"
+        return os.path.relpath(spec.origin, self.top)
+
+    def load(self, fullname):
+        """The local module ``fullname`` (dotted), read, with its parent packages; None when
+        it is not local. Raises ImportError or SyntaxError as importing it would."""
+        parts = fullname.split(".")
+        parent = None
+        for k in range(len(parts)):
+            name = ".".join(parts[:k + 1])
+            module = self.by_name.get(name)
+            if module is None:
+                if parent is None:
+                    if not self.local(name):
+                        return None
+                    spec = importlib.machinery.PathFinder.find_spec(name, [self.top])
+                else:
+                    search = getattr(parent, "__path__", None)
+                    if search is None:
+                        raise ModuleNotFoundError(f"No module named {name!r}; "
+                                                  f"{parent.__name__!r} is not a package",
+                                                  name=name)
+                    spec = importlib.machinery.PathFinder.find_spec(name, list(search))
+                    if spec is None:
+                        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                module = self.from_spec(name, spec)
+                self.by_name.setdefault(name, module)
+                if parent is not None:
+                    vars(parent).setdefault(parts[k], module)
+            if not isinstance(module, StaticModule):  # already imported: as it is
+                with self.installed_only():
+                    return importlib.import_module(fullname)
+            parent = module
+        return parent
+
+    def from_spec(self, name, spec):
+        if spec.origin is None or spec.origin == "namespace":
+            module = StaticModule(name)
+            module.__path__ = list(spec.submodule_search_locations or ())
+            return module
+        real = os.path.realpath(spec.origin)
+        if real in self.by_file:  # FILE imported back, or one file under two names
+            return self.by_file[real]
+        if real in self.imported():
+            return self.imported()[real]
+        if not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            raise ImportError(f"{name} is compiled ({os.path.basename(spec.origin)}): symdiff "
+                              "reads source files and does not import them", name=name)
+        try:
+            with open(spec.origin, "rb") as fp:
+                data = fp.read()
+            source, tree = _source_tree(os.path.abspath(spec.origin), data)
+        except OSError as e:
+            raise ImportError(f"cannot read {spec.origin}: {e.strerror or e}",
+                              name=name) from None
+        except SymdiffError as e:  # as importing it would: a SyntaxError
+            first = e.problems[0] if e.problems else None
+            raise SyntaxError(f"{first.filename}:{first.line}:{first.col}: {first.message}"
+                              if first else str(e)) from None
+        self.read(spec.origin, source, tree, name, search=spec.submodule_search_locations)
+        return self.by_file[real]
+
+
+    def imported(self) -> dict[str, types.ModuleType]:
+        """The modules imported already, by the real path of their file."""
+        if self._imported is None:
+            self._imported = {}
+            for module in list(sys.modules.values()):
+                file = getattr(module, "__file__", None)
+                if isinstance(file, str):
+                    self._imported.setdefault(os.path.realpath(file), module)
+        return self._imported
+
+    def name_from(self, module, attr):
+        """``from module import attr`` of a local module: (value, None), or (None, an
+        Unresolved-like reason) when its reading left it unknown; raises ImportError."""
+        record = self.records.get(getattr(module, "__file__", None))
+        if id(module) not in self.reading and attr in vars(module):
+            return vars(module)[attr], None
+        if record is not None and attr in record.unresolved:
+            return None, record.unresolved[attr]
+        if getattr(module, "__path__", None) is not None:
+            try:
+                return self.load(f"{module.__name__}.{attr}"), None
+            except ModuleNotFoundError:
+                pass
+        if id(module) in self.reading:
+            raise ImportError(f"cannot import name {attr!r} from {module.__name__!r}, which "
+                              "imports this module back (a circular import): symdiff takes "
+                              "names from a module only once it has read all of it",
+                              name=module.__name__)
+        raise ImportError(f"cannot import name {attr!r} from {module.__name__!r} "
+                          f"({module.__file__})", name=module.__name__)
+
+    @contextlib.contextmanager
+    def installed_only(self):
+        """sys.path without FILE's directory and the current directory ``python -m`` put
+        first, while a module that is not local is imported."""
+        saved = list(sys.path)
+        top = os.path.realpath(self.top)
+        try:
+            cwd = os.path.realpath(os.getcwd())
+        except OSError:
+            cwd = None
+        keep = [p for k, p in enumerate(saved) if p and os.path.realpath(p) != top and not (
+            k == 0 and os.path.realpath(p) == cwd)]
+        sys.path[:] = keep
+        try:
+            yield
+        finally:
+            added = [p for p in sys.path if p not in keep and p not in saved]
+            sys.path[:] = saved + added
+
+
 class script_path:
-    """Put the file's directory first on sys.path while its imports are resolved, as
-    ``python FILE`` would, so that a module next to it is found.
+    """Put the file's directory first on sys.path while ``--check`` runs it, as ``python
+    FILE`` would, so that a module next to it is found (reading it never does this).
 
     A module that imports FILE back (a circular import) gets a stand-in module meanwhile,
     not FILE run: reading one of its names at import time fails, and is reported.
@@ -335,10 +604,14 @@ class _NotConstant(Exception):
 
 
 class _Reader:
-    def __init__(self, path, source):
+    def __init__(self, path, source, loader, names=None, package=None):
         self.path = path
         self.source = source
-        self.globals: dict[str, object] = {"__name__": "__symdiff_static__", "__file__": path}
+        self.loader = loader
+        # A local module's names are its StaticModule's; FILE's are its own.
+        self.globals: dict[str, object] = {"__name__": "__symdiff_static__", "__file__": path} \
+            if names is None else names
+        self.package = package  # of a local module, for its relative imports
         self.namespace = Namespace(self.globals)
         self.functions: dict[str, FunctionSource] = {}
         self.imports: dict[str, str] = {}
@@ -541,6 +814,9 @@ class _Reader:
         out = []
         for name, node, kind in _changed_in_place(stmt):
             value = self.globals.get(name, MISSING)
+            if isinstance(value, StaticModule) and kind != "argument":
+                self.changed_elsewhere(value, name, node)
+                continue
             if value is MISSING or isinstance(value, (types.ModuleType, FunctionSource)) or (
                     kind == "augmented" and not _mutable(value)) or (
                     kind == "method" and _immutable(value)):
@@ -553,6 +829,41 @@ class _Reader:
                     continue
             out.append((name, value, node))
         return out
+
+    def changed_elsewhere(self, module, name, node):
+        """``helpers.GAIN = 5.0`` (or ``helpers.W[0] = 1.0``...) of a local module read
+        already: the names of it that ``node`` changes are no longer known, there too."""
+        record = self.loader.records.get(module.__file__)
+        text = _describe(node).strip("'")
+        where = f"{os.path.basename(self.source.filename)}, line {node.lineno}: {text}"
+        for sub in ast.walk(node):
+            if not (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and (
+                    sub.value.id == name)) or sub.attr.startswith("__"):
+                continue
+            value = vars(module).pop(sub.attr, None)
+            affected = [m for m in _members(value) if _mutable(m)]
+            namespaces = [self.globals] + [vars(m) for m in self.loader.by_file.values()
+                                           if m is not module]
+            for names in namespaces:  # from helpers import W: the same array, changed
+                for other, v in list(names.items()):
+                    if not isinstance(v, (types.ModuleType, FunctionSource)) and (
+                            _shares(v, affected)):
+                        names.pop(other)
+                        owner = self.loader.records.get(names.get("__file__")) if (
+                            names is not self.globals) else None
+                        reason = f"it shares its data with {name}.{sub.attr}, changed in " \
+                                 f"place at {where}"
+                        if names is self.globals:
+                            self.unbind(other, node, reason)
+                        elif owner is not None:
+                            owner.unresolved[other] = Unresolved(
+                                node.lineno, node.col_offset + 1, reason)
+            if record is not None:
+                record.unresolved[sub.attr] = Unresolved(
+                    node.lineno, node.col_offset + 1, f"changed in place at {where}",
+                    f"{sub.attr!r} of {module.__name__} is changed at module level ({where}); "
+                    "symdiff reads the files without running them and does not follow that",
+                    "give it its final value where it is defined; or use grad() in Python")
 
     def changed(self, name, value, node):
         """``name`` (bound to ``value`` before ``node`` ran) was changed in place there: it,
@@ -581,7 +892,19 @@ class _Reader:
         name = alias.asname or alias.name.partition(".")[0]
         text = f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
         try:
-            module = importlib.import_module(alias.name)
+            local = self.loader.load(alias.name)
+        except (ImportError, SyntaxError) as e:
+            self.failed(name, stmt, f"{text} failed", e)
+            return
+        if local is not None:  # read, not run; its functions are copied when exported
+            top = alias.name.partition(".")[0]
+            self.bind(name, local if alias.asname else self.loader.by_name.get(
+                top, sys.modules.get(top)), stmt)
+            return
+        self.note_shadowed(alias.name, stmt)
+        try:
+            with self.loader.installed_only():
+                module = importlib.import_module(alias.name)
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # noqa: BLE001 - any failure, sys.exit() too, is reported
@@ -591,14 +914,41 @@ class _Reader:
             module = sys.modules[alias.name.partition(".")[0]]
         self.bind(name, module, stmt, text)
 
+    def note_shadowed(self, dotted, stmt):
+        top = dotted.partition(".")[0]
+        found = self.loader.shadowed(top)
+        if found:
+            self.loader.notes.append(self.source.problem(
+                stmt, f"{top} is the standard module {top} here, not {found} in the file's "
+                "folder: symdiff never reads or runs a file named like a standard module "
+                "(python FILE would import that file instead)",
+                "rename that file if it is the one meant"))
+
     def import_from(self, alias, stmt):
         name = alias.asname or alias.name
+        module_name = stmt.module or ""
         if stmt.level:
-            self.unbind(name, stmt, "a relative import, which needs the file's package")
+            parts = (self.package or "").split(".") if self.package else []
+            if stmt.level - 1 >= len(parts):
+                self.unbind(name, stmt, "a relative import, which needs the file's package")
+                return
+            base = ".".join(parts[:len(parts) - stmt.level + 1])
+            module_name = base + ("." + stmt.module if stmt.module else "")
+        text = f"from {'.' * stmt.level}{stmt.module or ''} import {alias.name}" + (
+            f" as {alias.asname}" if alias.asname else "")
+        try:
+            local = self.loader.load(module_name)
+        except (ImportError, SyntaxError) as e:
+            self.failed(name, stmt, f"{text} failed", e)
             return
+        if local is not None:
+            self.from_local(local, alias, stmt, text)
+            return
+        self.note_shadowed(module_name, stmt)
         if alias.name == "*":
             try:
-                module = importlib.import_module(stmt.module)
+                with self.loader.installed_only():
+                    module = importlib.import_module(stmt.module)
             except KeyboardInterrupt:
                 raise
             except BaseException as e:  # noqa: BLE001 - nothing is known of what it binds
@@ -610,14 +960,13 @@ class _Reader:
                 if hasattr(module, n):
                     self.bind(n, getattr(module, n), stmt, f"from {stmt.module} import {n}")
             return
-        text = f"from {stmt.module} import {alias.name}" + (
-            f" as {alias.asname}" if alias.asname else "")
         try:
-            module = importlib.import_module(stmt.module)
-            try:
-                value = getattr(module, alias.name)
-            except AttributeError:
-                value = importlib.import_module(f"{stmt.module}.{alias.name}")
+            with self.loader.installed_only():
+                module = importlib.import_module(stmt.module)
+                try:
+                    value = getattr(module, alias.name)
+                except AttributeError:
+                    value = importlib.import_module(f"{stmt.module}.{alias.name}")
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # noqa: BLE001 - any failure, sys.exit() too, is reported
@@ -625,9 +974,41 @@ class _Reader:
             return
         self.bind(name, value, stmt, text)
 
+    def from_local(self, module, alias, stmt, text):
+        """``from helpers import h`` of a local module: what its reading resolved."""
+        if not isinstance(module, StaticModule):  # already imported (symdiff's own files)
+            try:
+                self.bind(alias.asname or alias.name, getattr(module, alias.name), stmt, text)
+            except AttributeError as e:
+                self.failed(alias.asname or alias.name, stmt, f"{text} failed", e)
+            return
+        if alias.name == "*":
+            record = self.loader.records.get(module.__file__)
+            names = vars(module).get("__all__")
+            if not (isinstance(names, (list, tuple)) and all(isinstance(n, str)
+                                                              for n in names)):
+                names = [n for n in [*vars(module), *(record.unresolved if record else ())]
+                         if not n.startswith("_")]
+            for n in dict.fromkeys(names):
+                self.from_local(module, ast.alias(n), stmt, text)
+            return
+        name = alias.asname or alias.name
+        try:
+            value, unknown = self.loader.name_from(module, alias.name)
+        except (ImportError, SyntaxError) as e:
+            self.failed(name, stmt, f"{text} failed", e)
+            return
+        if unknown is not None:
+            where = os.path.basename(module.__file__)
+            self.unbind(name, stmt, f"{alias.name} in {module.__name__} ({where}, line "
+                        f"{unknown.line}) is not known: {unknown.reason}", "", unknown.hint)
+            return
+        self.bind(name, value, stmt)
+
     def failed(self, name, stmt, what, e):
         """An import failed: the name is not known, and an except block may catch ``e``."""
-        self.unbind(name, stmt, f"{what}: {type(e).__name__}: {e}")
+        hint = "fix that file; or use grad() in Python" if isinstance(e, SyntaxError) else ""
+        self.unbind(name, stmt, f"{what}: {type(e).__name__}: {e}", hint=hint)
         self.failure = e
 
     def assign(self, name, value, stmt):
@@ -705,10 +1086,17 @@ class _Reader:
         elif isinstance(node, ast.Attribute):
             base = self.reference(node.value)
             if isinstance(base, type(np)):  # only attributes of modules: no user objects
+                record = self.loader.records.get(getattr(base, "__file__", None))
+                if isinstance(base, StaticModule) and record is not None and (
+                        node.attr in record.unresolved):
+                    raise _NotConstant(f"{ast.unparse(node)} is not known: "
+                                       f"{record.unresolved[node.attr].reason}")
                 try:
-                    return getattr(base, node.attr)
+                    obj = getattr(base, node.attr)
                 except AttributeError:
                     raise _NotConstant(f"{ast.unparse(node)} does not exist") from None
+                if not isinstance(obj, FunctionSource):
+                    return obj
         raise _NotConstant(f"{_describe(node)} is not a module-level name symdiff can read")
 
 
