@@ -545,8 +545,14 @@ def _mark_active(items, active):
             active.update(m for m, t, e in item.phis if t in active or e in active)
         else:
             active.update(p for p, i, _ in item.carried if i in active)
-            _mark_active(item.body, active)
-            active.update(p for p, _, n in item.carried if n in active)
+            # Again until nothing changes: a variable that turns active only at the end of
+            # an iteration makes the next iteration's uses of it active (a branch's phi too).
+            while True:
+                before = len(active)
+                _mark_active(item.body, active)
+                active.update(p for p, _, n in item.carried if n in active)
+                if len(active) == before:
+                    break
 
 
 def _defined_here(items, tapes, hoisted) -> set[str]:

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, load, numeric_grad
+from gradcheck import check_grad, equals, load, numeric_grad
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -487,3 +487,104 @@ import numpy as np
 def f(x):
     return np.linalg.slogdet(x)[1]
 """)
+
+
+RESETS = load("""
+import numpy as np
+
+def squares(x):
+    acc = 0.0
+    for xi in x:
+        if xi > 100.0:
+            acc = 0.0
+        acc = acc + xi ** 2
+    return acc
+
+def counted(x):
+    v = 0.0
+    for i in range(3):
+        if i == 10:
+            v = 0.0
+        v = v + x
+    return v
+
+def in_while(x):
+    v = 0.0
+    i = 0
+    while i < 3:
+        if i == 10:
+            v = 0.0
+        v = v + x
+        i += 1
+    return v
+
+def in_elif(x):
+    v = 0.0
+    for i in range(3):
+        if i == 10:
+            v = 0.0
+        elif i == 11:
+            v = 1.0
+        v = v + x * i
+    return v
+
+def in_inner_loop(x):
+    v = 0.0
+    for i in range(2):
+        for j in range(3):
+            if j == 10:
+                v = 0.0
+            v = v + x
+    return v
+
+def before_inner_loop(x):
+    v = 0.0
+    for i in range(2):
+        if i == 10:
+            v = 0.0
+        for j in range(3):
+            v = v + x
+    return v
+
+def through_another(x):
+    a = 0.0
+    b = 0.0
+    for i in range(3):
+        if i == 10:
+            a = 0.0
+        a = a + b
+        b = x
+    return a
+
+def with_break(x):
+    v = 0.0
+    for i in range(5):
+        if i == 10:
+            v = 0.0
+        v = v + x
+        if i == 2:
+            break
+    return v
+
+def arrays(x):
+    acc = np.zeros(2)
+    for xi in x:
+        if xi > 100.0:
+            acc = np.zeros(2)
+        acc = acc + xi * np.ones(2)
+    return np.sum(acc)
+""")
+
+
+def test_a_reset_in_a_branch_not_taken_keeps_the_earlier_iterations():
+    # The variable turns active only at the end of the first iteration: the branch's merge
+    # of it must be active too, or the backward sweep drops every earlier iteration.
+    equals(RESETS.squares, (np.array([1.0, 2.0, 3.0]),), [np.array([2.0, 4.0, 6.0])])
+    equals(RESETS.counted, (1.5,), [3.0])
+    equals(RESETS.in_while, (1.5,), [3.0])
+    equals(RESETS.in_elif, (1.5,), [3.0])
+    equals(RESETS.in_inner_loop, (1.5,), [6.0])
+    equals(RESETS.before_inner_loop, (1.5,), [6.0])
+    equals(RESETS.through_another, (1.5,), [2.0])
+    equals(RESETS.with_break, (1.5,), [3.0])
+    equals(RESETS.arrays, (np.array([1.0, 2.0, 3.0]),), [np.array([2.0, 2.0, 2.0])])
