@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, equals, load, numeric_grad
+from gradcheck import agrees, check_grad, equals, load, numeric_grad
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -637,3 +637,32 @@ def test_dead_code_is_not_in_the_backward_sweep():
     source = grad(DEAD.std_dropped).source
     assert "dd" not in source and "dh" not in source
     equals(DEAD.std_dropped, (np.array([0.0, 0.0]),), [np.array([0.0, 0.0])])
+
+
+def test_a_helper_called_twice_with_the_same_subscript():
+    L = load("""
+def h(a, b):
+    return a * b
+
+def f(x):
+    return h(x[0], x[0])
+
+def g(x):
+    return h(x[0], x[0] + 1.0) + h(x[1], x[0])
+""")
+    equals(L.f, (np.array([1.5, 2.0]),), [np.array([3.0, 0.0])])
+    agrees(L.g, (np.array([1.5, 2.0]),))
+
+
+def test_values_that_cannot_depend_on_the_inputs_are_not_differentiated():
+    # hypot's derivative at (0, 0) divides by zero; the point is a constant here.
+    L = load("""
+import math
+
+def h1(t):
+    return t * 0.0
+
+def f(x):
+    return math.hypot(h1(0.25), h1(0.5)) + x * math.hypot(h1(0.25), h1(0.5)) + x
+""")
+    equals(L.f, (2.0,), [1.0])
