@@ -666,3 +666,26 @@ def f(x):
     return math.hypot(h1(0.25), h1(0.5)) + x * math.hypot(h1(0.25), h1(0.5)) + x
 """)
     equals(L.f, (2.0,), [1.0])
+
+
+def test_a_while_loop_that_runs_zero_times_inside_a_branch():
+    L = load("""
+import numpy as np
+
+def f(x, n):
+    s = 0.0
+    if x > 0:
+        i = 0
+        while i < n:
+            if s > 1.0:
+                s = s * x
+            else:
+                s = s + np.sin(x) ** 2
+            i += 1
+    else:
+        s = x
+    return s + x
+""")
+    for n in (0, 1, 3):
+        agrees(L.f, (1.5, n))
+        agrees(L.f, (-0.5, n))
