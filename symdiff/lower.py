@@ -277,18 +277,23 @@ class _Lowering(Expressions, Loops):
         # Other names in this function, and in the functions calling this helper.
         scopes = [(n, ssa) for n, ssa in self.env.items() if n != name] + [
             (n, ssa) for env in self.caller_envs for n, ssa in env.items()]
-        others = sorted({n for n, ssa in scopes if not n.startswith("<")
-                         and not roots.isdisjoint(self._roots(ssa))})
+        sharing = {n: ssa for n, ssa in scopes if not n.startswith("<")
+                   and not roots.isdisjoint(self._roots(ssa))}
+        others = sorted(sharing)
         if not others:
             return
         problem = self.src.problem(
             stmt, f"{name} is an array shared with {others[0]}, so NumPy's augmented "
             f"assignment changes {others[0]} too, which symdiff does not follow",
             f"{name} = {name} {OPS.get(type(stmt.op), '?')} ..., which makes a new array")
+        # Whether they share it depends on the path taken (b = M in a branch, or in a loop
+        # that may not run): the check compares the arrays themselves.
+        candidates = sorted(set(sharing.values()))
         check = ast.Expr(ast.Call(ast.Name("_not_in_place", ast.Load()), [
-            ast.Name(self.env[name], ast.Load()), ast.Constant(problem.format())], []))
-        self.eqns.append(Eqn("", "assert", check, stmt.lineno, (self.env[name],), False,
-                             self.where))
+            ast.Name(self.env[name], ast.Load()), ast.Constant(problem.format()),
+            *(ast.Name(n, ast.Load()) for n in candidates)], []))
+        self.eqns.append(Eqn("", "assert", check, stmt.lineno, (self.env[name], *candidates),
+                             False, self.where))
 
     def _bound_ssa(self, name) -> str:
         ssa = self._ssa(name)

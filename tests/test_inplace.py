@@ -31,6 +31,13 @@ def in_next_iteration(M):
         b = M
     return np.sum(M * b)
 
+def fresh_after_loop(M):
+    b = M
+    for i in range(2):
+        b = b * 0.5
+    b -= M
+    return np.sum(M * b)
+
 def fresh_after_branch(M, c):
     b = M
     if c > 0:
@@ -54,3 +61,9 @@ def test_a_name_that_may_share_a_parameter_after_a_loop_or_branch_is_refused(nam
 def test_a_name_made_afresh_on_every_path_is_not_shared():
     agrees(SHARED.fresh_after_branch, (M, 1.0))
     agrees(SHARED.fresh_after_branch, (M, -1.0))
+
+
+def test_a_name_that_shares_a_parameter_on_another_path_only_is_differentiated():
+    # b is M only where the branch runs, or before the loop's first iteration.
+    agrees(SHARED.after_branch, (M, -1.0))
+    agrees(SHARED.fresh_after_loop, (M,))
