@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gradcheck import load
+from gradcheck import load, numeric_grad
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -406,3 +406,62 @@ def test_control_strategies_reach_every_construct():
     collect()
     assert seen == {"if ", "else:", "for ", "while ", "range(0)", "== 10", "dead = ",
                     "scaled("}, seen
+
+
+ARRAY_UPDATES = ("np.sin(a)", "a * x", "np.tanh(b) * a", "a * 0.5 + x", "np.exp(-a ** 2)",
+                 "b * np.sum(a) * 0.1", "np.sqrt(a ** 2 + 1.0)", "a[::-1] * 0.5",
+                 "np.cos(x) * b")
+ARRAY_CONDITIONS = ("np.sum(a) > 0.5", "np.max(b) < 1.0", "np.mean(x) > 0",
+                    "np.sum(a * b) > 1.0")
+
+
+@st.composite
+def array_blocks(draw, depth=2, indent="    "):
+    """Statements over the arrays x, a, b: branches on reductions, loops, dead np.std."""
+    lines = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["assign", "add", "dead"] +
+                                    (["if", "for", "while"] if depth else [])))
+        target = draw(st.sampled_from(["a", "b"]))
+        update = draw(st.sampled_from(ARRAY_UPDATES))
+        if kind == "assign":
+            lines.append(f"{indent}{target} = {update}")
+        elif kind == "add":
+            lines.append(f"{indent}{target} = {target} + {update}")
+        elif kind == "dead":  # np.std of equal entries: its derivative is nan
+            lines.append(f"{indent}dead = np.std({update} * 0.0)")
+        elif kind == "if":
+            lines.append(f"{indent}if {draw(st.sampled_from(ARRAY_CONDITIONS))}:")
+            lines += draw(array_blocks(depth - 1, indent + "    "))
+            if draw(st.booleans()):
+                lines.append(f"{indent}else:")
+                lines += draw(array_blocks(depth - 1, indent + "    "))
+        else:
+            trips = draw(st.sampled_from(["0", "1", "2"]))
+            index = f"k{len(indent)}"
+            if kind == "for":
+                lines.append(f"{indent}for {index} in range({trips}):")
+                lines += draw(array_blocks(depth - 1, indent + "    "))
+            else:
+                lines.append(f"{indent}{index} = 0")
+                lines.append(f"{indent}while {index} < {trips}:")
+                lines += draw(array_blocks(depth - 1, indent + "    "))
+                lines.append(f"{indent}    {index} = {index} + 1")
+    return lines
+
+
+@CONTROL_SETTINGS
+@given(array_blocks(), st.lists(st.integers(-10, 10), min_size=3, max_size=3))
+def test_random_array_control_flow_gradients(lines, points):
+    source = "\n".join(["import numpy as np", "", "", "def f(x):", "    a = x * 1.0",
+                        "    b = x * 0.5", *lines, "    return np.sum(a * b)", ""])
+    f = load(source, "f")
+    x = np.array(points) / 7.0 + 0.01
+    value = evaluate(f, x.copy())
+    assume(value is not None)
+    with np.errstate(all="ignore"):
+        g = grad(f)(x.copy())
+    fine, coarse = numeric_grad(f, [x.copy()], 0), numeric_grad(f, [x.copy()], 0, h=1e-5)
+    assume(np.all(np.isfinite(fine)) and np.all(np.abs(fine) < HUGE))
+    assume(np.allclose(fine, coarse, rtol=1e-4, atol=1e-5))  # not across a branch's edge
+    np.testing.assert_allclose(g, fine, rtol=1e-4, atol=1e-5, err_msg=source)
