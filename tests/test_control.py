@@ -689,3 +689,22 @@ def f(x, n):
     for n in (0, 1, 3):
         agrees(L.f, (1.5, n))
         agrees(L.f, (-0.5, n))
+
+
+@pytest.mark.xfail(strict=True, reason="a value read only in a loop that ran zero times, or "
+                   "in a branch not taken, gets a zero adjoint at run time, and zero times "
+                   "its nan local derivative is nan (JAX: 0); needs adjoints that stay "
+                   "symbolic zeros until something flows into them")
+def test_a_value_read_only_on_a_path_not_taken_adds_nothing():
+    L = load("""
+import numpy as np
+
+def f(x, n):
+    s = np.sqrt(x)
+    y = x
+    for i in range(n):
+        y = y + s
+    return np.sum(y)
+""")
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(grad(L.f)(np.array([-1.0, 4.0]), 0), [1.0, 1.0])
