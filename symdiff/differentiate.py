@@ -105,6 +105,9 @@ class _Differentiator:
         self.shapes = shape_sources(ir)
         self.arrays = array_results(ir)
         _mark_active(ir.eqns, self.active)
+        # Only what reaches the result gets an adjoint: dead code's local derivative may be
+        # nan or inf at the point (np.std of equal entries), and 0 * nan is nan.
+        self.active &= _reaching(ir.eqns, {ir.result})
 
     def run(self, with_value, as_tuple) -> Program:
         top = _Scope(None, set())
@@ -262,7 +265,7 @@ class _Differentiator:
         return lines
 
     def _eqn(self, eqn: Eqn, scope, lines):
-        if not eqn.active or eqn.out not in scope.defined:
+        if eqn.out not in self.active or eqn.out not in scope.defined:
             return
         group: list = []
         self._settle(eqn.out, group, eqn.where)
@@ -545,8 +548,37 @@ def _mark_active(items, active):
             active.update(m for m, t, e in item.phis if t in active or e in active)
         else:
             active.update(p for p, i, _ in item.carried if i in active)
-            _mark_active(item.body, active)
-            active.update(p for p, _, n in item.carried if n in active)
+            # Again until nothing changes: a variable that turns active only at the end of
+            # an iteration makes the next iteration's uses of it active (a branch's phi too).
+            while True:
+                before = len(active)
+                _mark_active(item.body, active)
+                active.update(p for p, _, n in item.carried if n in active)
+                if len(active) == before:
+                    break
+
+
+def _reaching(items, reach: set[str]) -> set[str]:
+    """The names whose values flow into a name of ``reach``: ``reach`` grown in place."""
+    for item in reversed(items):
+        if isinstance(item, Eqn):
+            if item.out in reach:
+                reach.update(item.inputs)
+        elif isinstance(item, If):
+            reach.update(n for m, t, e in item.phis if m in reach for n in (t, e))
+            _reaching(item.then, reach)
+            _reaching(item.orelse, reach)
+        else:
+            # Until nothing changes: what the next iteration reads at its start is what
+            # this one left at its end.
+            while True:
+                before = len(reach)
+                reach.update(n for p, _, n in item.carried if p in reach)
+                _reaching(item.body, reach)
+                if len(reach) == before:
+                    break
+            reach.update(i for p, i, _ in item.carried if p in reach and i is not None)
+    return reach
 
 
 def _defined_here(items, tapes, hoisted) -> set[str]:

@@ -390,6 +390,7 @@ class Expressions:
         if key in self.memo and not any(isinstance(n, ast.Call) for p, _ in statics
                                         for n in ast.walk(codes[p])):
             name = self.memo[key]
+            self.temps.discard(name)  # handed out twice: renaming it would lose one of them
             return Val(symbol(name), ast.Name(name, ast.Load()))
         code = self._forward_code(node, row, codes, receiver)
         out = self.names.fresh("_t", numbered=True)

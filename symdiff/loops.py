@@ -71,7 +71,14 @@ class Loops:
             nexts = [self.env.get(n, phi) for n, (phi, _) in zip(carried, phis, strict=True)]
             late = {n for n, (phi, _), nxt in zip(carried, phis, nexts, strict=True)
                     if nxt in self.active and phi not in self.active}
-            if not late:
+            # A variable may be, from the second iteration on and after the loop, the array
+            # the body left in it: again if that is news (b = M in the body, b -= 1 after).
+            grown = False
+            for (phi, init), nxt in zip(phis, nexts, strict=True):
+                may = {n for n in (init, nxt) if n is not None and n != phi}
+                grown |= not may <= self.maybe.get(phi, set())
+                self.maybe.setdefault(phi, set()).update(may)
+            if not late and not grown:
                 break
             forced |= late
             (n_eqns, taken, bound, active, env, n_problems, unbound, data, used,

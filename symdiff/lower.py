@@ -54,6 +54,7 @@ class _Lowering(Expressions, Loops):
         self.temps: set[str] = set()  # temporaries, which an assignment may rename
         self.memo: dict = {}  # (operation, operands, other arguments) -> the name of its value
         self.alias: dict[str, str] = {}  # SSA name -> a name of the same array object
+        self.maybe: dict[str, set] = {}  # a branch's merge, a loop's phi -> the names it may be
         self.parsed_callees: dict = {}
         self.globals_where: dict = {}  # name -> the dict or cell it was found in
         self.first_user: dict[str, str] = {}  # name -> the function that first read it
@@ -272,22 +273,27 @@ class _Lowering(Expressions, Loops):
         generated code checks, when it runs, that x is not an array (a number is fine)."""
         if name not in self.env:
             return
-        root = self._root(self.env[name])
+        roots = self._roots(self.env[name])
         # Other names in this function, and in the functions calling this helper.
         scopes = [(n, ssa) for n, ssa in self.env.items() if n != name] + [
             (n, ssa) for env in self.caller_envs for n, ssa in env.items()]
-        others = sorted({n for n, ssa in scopes if not n.startswith("<")
-                         and self._root(ssa) == root})
+        sharing = {n: ssa for n, ssa in scopes if not n.startswith("<")
+                   and not roots.isdisjoint(self._roots(ssa))}
+        others = sorted(sharing)
         if not others:
             return
         problem = self.src.problem(
             stmt, f"{name} is an array shared with {others[0]}, so NumPy's augmented "
             f"assignment changes {others[0]} too, which symdiff does not follow",
             f"{name} = {name} {OPS.get(type(stmt.op), '?')} ..., which makes a new array")
+        # Whether they share it depends on the path taken (b = M in a branch, or in a loop
+        # that may not run): the check compares the arrays themselves.
+        candidates = sorted(set(sharing.values()))
         check = ast.Expr(ast.Call(ast.Name("_not_in_place", ast.Load()), [
-            ast.Name(self.env[name], ast.Load()), ast.Constant(problem.format())], []))
-        self.eqns.append(Eqn("", "assert", check, stmt.lineno, (self.env[name],), False,
-                             self.where))
+            ast.Name(self.env[name], ast.Load()), ast.Constant(problem.format()),
+            *(ast.Name(n, ast.Load()) for n in candidates)], []))
+        self.eqns.append(Eqn("", "assert", check, stmt.lineno, (self.env[name], *candidates),
+                             False, self.where))
 
     def _bound_ssa(self, name) -> str:
         ssa = self._ssa(name)
@@ -332,6 +338,21 @@ class _Lowering(Expressions, Loops):
             self._emit_elementwise(ssa, val)
             if isinstance(val.code, ast.Name):  # b = a: one array, two names
                 self.alias[ssa] = self._root(val.code.id)
+
+    def _roots(self, name) -> set[str]:
+        """Every array ``name`` may be, after branches and loops (``_root`` of each)."""
+        roots, todo, seen = set(), [name], set()
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            todo.extend(self.maybe.get(n, ()))
+            if n in self.alias and self.alias[n] != n:
+                todo.append(self.alias[n])
+            else:
+                roots.add(n)
+        return roots
 
     def _root(self, name) -> str:
         while name in self.alias and self.alias[name] != name:
@@ -386,6 +407,7 @@ class _Lowering(Expressions, Loops):
             merged = self._ssa(name)
             self.bound.add(merged)
             phis.append((merged, t, e))
+            self.maybe[merged] = {t, e}
             env[name] = merged
             if t in self.active or e in self.active:
                 self.active.add(merged)

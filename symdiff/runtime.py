@@ -91,9 +91,11 @@ def _fit(g, x, copy=False):
     return np.array(np.broadcast_to(g, np.shape(x)), dtype=np.float64)
 
 
-def _not_in_place(value, message):
-    """Refuse an augmented assignment that NumPy would do in place on a shared array."""
-    if isinstance(value, np.ndarray):
+def _not_in_place(value, message, *others):
+    """Refuse an augmented assignment that NumPy would do in place on an array that one of
+    ``others`` (the names that may hold the same array) shares."""
+    if isinstance(value, np.ndarray) and any(
+            isinstance(o, np.ndarray) and np.may_share_memory(value, o) for o in others):
         raise SymdiffError(message)
 
 

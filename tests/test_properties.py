@@ -7,12 +7,19 @@ unpacking), writes each into a module with ``load`` and compares ``grad`` with r
 both parameters against central differences. Points where the function or its gradient
 is not finite, or is huge, or where central differences themselves are unreliable (two
 step sizes disagree) are skipped with ``assume``.
+
+Random programs with control flow (branches, for and while loops that may run zero times,
+branches inside loops that reset a carried value, dead code whose derivative is nan, a
+helper that rebinds its argument) are compared with central differences too, away from
+the points where a branch's condition changes; straight-line programs with dead code are
+compared with JAX where it is installed.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from gradcheck import load
+import pytest
+from gradcheck import load, numeric_grad
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -236,3 +243,225 @@ def test_strategies_make_varied_programs():
 
     collect()
     assert {"+=", "*=", "np.sin", "**", " / ", ", "} <= seen, seen
+
+
+# --- random programs with control flow: loops that may run zero times, branches inside
+# loops that reset carried values, dead code, helpers that rebind their arguments ---
+
+SMOOTH = ("np.tanh({})", "np.sin({})", "0.5 * ({})", "({}) * 0.9")
+# Dead code whose local derivative is nan or inf at many points: it must add nothing.
+DEAD_CODE = ("np.sqrt({} - 2.0)", "np.log({} - 2.0)", "np.arcsin(({}) * 3.0)",
+             "np.hypot({0} * 0.0, {0} * 0.0)", "({} - 2.0) ** 0.5")
+VARIABLES = ("a", "b", "c")
+
+
+@st.composite
+def blocks(draw, depth=2, indent="    ", loop_vars=()):
+    """Statement lines over x, y and the locals a, b, c (bound before the first block)."""
+    lines = []
+    for _ in range(draw(st.integers(1, 3))):
+        kinds = ["update", "update", "dead", "call"] + (["if", "for", "while"] if depth else [])
+        if loop_vars:
+            kinds += ["reset", "reset"]
+        kind = draw(st.sampled_from(kinds))
+        target = draw(st.sampled_from(VARIABLES))
+        # No division: x / y at y = 0 is inf, and inf * 0 in a live derivative is a nan that
+        # JAX gives too; the nans this test looks for come from dead code alone.
+        expr = draw(expressions(("x", "y", *VARIABLES), depth=2, top=False)).replace(" / ", " * ")
+        if kind == "update":
+            wrap = draw(st.sampled_from(SMOOTH))
+            lines.append(f"{indent}{target} = {target} * 0.5 + {wrap.format(expr)}")
+        elif kind == "dead":
+            lines.append(f"{indent}dead = {draw(st.sampled_from(DEAD_CODE)).format(expr)}")
+        elif kind == "call":
+            lines.append(f"{indent}{target} = scaled({target}, {expr})")
+        elif kind == "reset":
+            # A branch that never runs (i only counts up to 3), or runs once.
+            index = draw(st.sampled_from(loop_vars))
+            when = draw(st.sampled_from(["10", "0", "1"]))
+            value = draw(st.sampled_from(["0.0", "x", "b * 0.25"]))
+            lines.append(f"{indent}if {index} == {when}:")
+            lines.append(f"{indent}    {target} = {value}")
+        elif kind == "if":
+            lines.append(f"{indent}if {expr} > {draw(st.sampled_from(['0.0', '0.5', '-0.5']))}:")
+            lines += draw(blocks(depth - 1, indent + "    ", loop_vars))
+            if draw(st.booleans()):
+                lines.append(f"{indent}else:")
+                lines += draw(blocks(depth - 1, indent + "    ", loop_vars))
+        else:
+            index = f"i{len(indent)}"
+            trips = draw(st.sampled_from(["0", "1", "3"]))
+            if kind == "for":
+                lines.append(f"{indent}for {index} in range({trips}):")
+            else:
+                lines.append(f"{indent}{index} = 0")
+                lines.append(f"{indent}while {index} < {trips}:")
+            lines += draw(blocks(depth - 1, indent + "    ", (*loop_vars, index)))
+            if kind == "while":
+                lines.append(f"{indent}    {index} += 1")
+    return lines
+
+
+@st.composite
+def control_programs(draw):
+    """A function of scalars x, y with branches, loops and dead code, then a return."""
+    lines = ["    a = x * 1.0", "    b = y * 1.0", "    c = 0.5"]
+    lines += draw(blocks())
+    lines.append("    return a + 2.0 * b + 3.0 * c")
+    return lines
+
+
+def build_control(lines):
+    source = "\n".join([
+        "import numpy as np", "", "",
+        "def scaled(u, v):",
+        "    u = u * 0.5",  # a helper rebinding its argument, a caller's variable
+        "    for k in range(2):",
+        "        if k == 10:",
+        "            u = 0.0",
+        "        u = u + np.tanh(v) * 0.25",
+        "    return u", "", "",
+        "def f(x, y):", *lines, ""])
+    return load(source, "f")
+
+
+def kinked(f, args, index, value):
+    """Whether f's one-sided slopes differ at args (a branch's condition changes there):
+    central differences average them, which no gradient has to match."""
+    slopes = []
+    for step in (1e-5, -1e-5):
+        moved = list(args)
+        moved[index] = args[index] + step
+        other = evaluate(f, *moved)
+        if other is None:
+            return True
+        slopes.append((other - value) / step)
+    return abs(slopes[0] - slopes[1]) > 1e-3 * max(1.0, abs(slopes[0]))
+
+
+CONTROL_SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
+                            suppress_health_check=[HealthCheck.too_slow,
+                                                   HealthCheck.filter_too_much])
+
+
+@CONTROL_SETTINGS
+@given(control_programs(), POINT, POINT)
+def test_random_control_flow_gradients(lines, x, y):
+    f = build_control(lines)
+    value = evaluate(f, x, y)
+    assume(value is not None)
+    with np.errstate(all="ignore"):
+        v, (gx, gy) = value_and_grad(f, wrt=(0, 1))(x, y)
+    assert v == value or np.isclose(v, value, rtol=1e-12, atol=1e-12)
+    for i, g in enumerate((gx, gy)):
+        expected = reliable_central(f, [x, y], i)
+        assume(expected is not None and not kinked(f, [x, y], i, value))
+        # Not assumed finite: dead code's nan derivative must not reach the gradient.
+        np.testing.assert_allclose(g, expected, rtol=1e-4, atol=1e-5,
+                                   err_msg=f"d/d{'xy'[i]} at x={x!r}, y={y!r}")
+
+
+@st.composite
+def programs_with_dead_code(draw):
+    """A straight-line program with a statement whose value never reaches the return."""
+    lines = draw(programs())
+    dead = draw(st.sampled_from(DEAD_CODE)).format(draw(st.sampled_from(["x", "y"])))
+    lines.insert(draw(st.integers(0, len(lines) - 1)), f"dead = {dead}")
+    return lines
+
+
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(programs_with_dead_code(), POINT, POINT)
+def test_random_dead_code_against_jax(lines, x, y):
+    jax = pytest.importorskip("jax")
+    f = build(lines)
+    body = "\n".join("    " + line for line in lines)
+    f_jax = load(f"import jax.numpy as np\n\n\ndef f(x, y):\n{body}\n", "f")
+    assume(evaluate(f, x, y) is not None)
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        expected = [float(g) for g in jax.grad(f_jax, argnums=(0, 1))(x, y)]
+    finally:
+        jax.config.update("jax_enable_x64", previous)
+    assume(all(np.isfinite(expected)))
+    with np.errstate(all="ignore"):
+        got = grad(f, wrt=(0, 1))(x, y)
+    np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-9)
+
+
+def test_control_strategies_reach_every_construct():
+    seen = set()
+
+    @settings(max_examples=80, deadline=None, derandomize=True)
+    @given(control_programs())
+    def collect(lines):
+        text = "\n".join(lines)
+        for token in ("if ", "else:", "for ", "while ", "range(0)", "== 10", "dead = ",
+                      "scaled("):
+            if token in text:
+                seen.add(token)
+
+    collect()
+    assert seen == {"if ", "else:", "for ", "while ", "range(0)", "== 10", "dead = ",
+                    "scaled("}, seen
+
+
+ARRAY_UPDATES = ("np.sin(a)", "a * x", "np.tanh(b) * a", "a * 0.5 + x", "np.exp(-a ** 2)",
+                 "b * np.sum(a) * 0.1", "np.sqrt(a ** 2 + 1.0)", "a[::-1] * 0.5",
+                 "np.cos(x) * b")
+ARRAY_CONDITIONS = ("np.sum(a) > 0.5", "np.max(b) < 1.0", "np.mean(x) > 0",
+                    "np.sum(a * b) > 1.0")
+
+
+@st.composite
+def array_blocks(draw, depth=2, indent="    "):
+    """Statements over the arrays x, a, b: branches on reductions, loops, dead np.std."""
+    lines = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["assign", "add", "dead"] +
+                                    (["if", "for", "while"] if depth else [])))
+        target = draw(st.sampled_from(["a", "b"]))
+        update = draw(st.sampled_from(ARRAY_UPDATES))
+        if kind == "assign":
+            lines.append(f"{indent}{target} = {update}")
+        elif kind == "add":
+            lines.append(f"{indent}{target} = {target} + {update}")
+        elif kind == "dead":  # np.std of equal entries: its derivative is nan
+            lines.append(f"{indent}dead = np.std({update} * 0.0)")
+        elif kind == "if":
+            lines.append(f"{indent}if {draw(st.sampled_from(ARRAY_CONDITIONS))}:")
+            lines += draw(array_blocks(depth - 1, indent + "    "))
+            if draw(st.booleans()):
+                lines.append(f"{indent}else:")
+                lines += draw(array_blocks(depth - 1, indent + "    "))
+        else:
+            trips = draw(st.sampled_from(["0", "1", "2"]))
+            index = f"k{len(indent)}"
+            if kind == "for":
+                lines.append(f"{indent}for {index} in range({trips}):")
+                lines += draw(array_blocks(depth - 1, indent + "    "))
+            else:
+                lines.append(f"{indent}{index} = 0")
+                lines.append(f"{indent}while {index} < {trips}:")
+                lines += draw(array_blocks(depth - 1, indent + "    "))
+                lines.append(f"{indent}    {index} = {index} + 1")
+    return lines
+
+
+@CONTROL_SETTINGS
+@given(array_blocks(), st.lists(st.integers(-10, 10), min_size=3, max_size=3))
+def test_random_array_control_flow_gradients(lines, points):
+    source = "\n".join(["import numpy as np", "", "", "def f(x):", "    a = x * 1.0",
+                        "    b = x * 0.5", *lines, "    return np.sum(a * b)", ""])
+    f = load(source, "f")
+    x = np.array(points) / 7.0 + 0.01
+    value = evaluate(f, x.copy())
+    assume(value is not None)
+    with np.errstate(all="ignore"):
+        g = grad(f)(x.copy())
+    fine, coarse = numeric_grad(f, [x.copy()], 0), numeric_grad(f, [x.copy()], 0, h=1e-5)
+    assume(np.all(np.isfinite(fine)) and np.all(np.abs(fine) < HUGE))
+    assume(np.allclose(fine, coarse, rtol=1e-4, atol=1e-5))  # not across a branch's edge
+    np.testing.assert_allclose(g, fine, rtol=1e-4, atol=1e-5, err_msg=source)
