@@ -16,14 +16,59 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import sympy as sp
+from sympy.printing.precedence import precedence
 
 # --- SymPy functions that NumPy has and SymPy lacks (or defines with other conventions) ---
+#
+# Each prints as the expression tree its ``numpy()`` method builds, with SymPy's printer
+# (emit.Printer): never as a string template, which drops parentheses (a template
+# ``heaviside({0} - {1})`` of b = lo - 1.0 reads x - lo - 1.0).
+
+
+class Call(sp.Function):
+    """``callee(arg, ...)`` in printed code: a NumPy function (``np.`` is printed as the
+    generated module's alias for NumPy) or a helper of runtime's. Made by ``call``."""
+
+    callee = ""
+
+
+_CALLS: dict[str, type] = {}
+
+
+def call(callee: str) -> type:
+    """The SymPy function printed as a call of ``callee``: ``call("np.isnan")(x)``."""
+    if callee not in _CALLS:
+        name = "Call_" + callee.replace(".", "_")
+        _CALLS[callee] = type(name, (Call,), {"callee": callee})
+    return _CALLS[callee]
+
+
+def where(condition, a, b):
+    """``np.where(condition, a, b)`` as a tree; ``condition`` a SymPy relation."""
+    return call("np.where")(condition, a, b)
+
+
+def is_zero(a):
+    """``a == 0`` as a tree (kept as written: SymPy would decide it where it can)."""
+    return sp.Eq(a, 0, evaluate=False)
 
 
 class _NumpyFunction(sp.Function):
-    """A SymPy function printed as a NumPy call: ``numpy_template`` formats the arguments."""
+    """A SymPy function that NumPy computes; ``numpy()`` is the tree printed for it."""
 
-    numpy_template = ""
+    def numpy(self):
+        raise NotImplementedError(type(self).__name__)
+
+    @property
+    def precedence(self):
+        # How the printed form binds (Power(a, b) prints as a**b, not as a call), so that
+        # SymPy's printer parenthesises it where it is an operand.
+        return precedence(self.numpy())
+
+    def _eval_is_extended_real(self):
+        # Real for real arguments (NumPy gives NaN where it is not): SymPy's derivative of
+        # Abs(f) is then sign(f)*f', not its complex form f*sign(f)/f, NaN at f = 0.
+        return True
 
 
 def _zero_derivative(name: str) -> type:
@@ -32,11 +77,10 @@ def _zero_derivative(name: str) -> type:
     def fdiff(self, argindex=1):
         return sp.S.Zero
 
-    return type(name, (_NumpyFunction,), {
-        "fdiff": fdiff, "numpy_template": f"{{np}}.{name.lower()}({{0}})", "nargs": 1,
-    })
+    def numpy(self):
+        return call(f"np.{name.lower()}")(*self.args)
 
-
+    return type(name, (_NumpyFunction,), {"fdiff": fdiff, "numpy": numpy, "nargs": 1})
 
 
 class Round(_NumpyFunction):
@@ -44,9 +88,8 @@ class Round(_NumpyFunction):
 
     nargs = (1, 2)
 
-    @property
-    def numpy_template(self):
-        return "{np}.round({0})" if len(self.args) == 1 else "{np}.round({0}, {1})"
+    def numpy(self):
+        return call("np.round")(*self.args)
 
     def fdiff(self, argindex=1):
         return sp.S.Zero
@@ -63,7 +106,9 @@ class Step(_NumpyFunction):
     """Heaviside step, 1/2 at 0: the share each side of a tie gets (JAX, autograd)."""
 
     nargs = 1
-    numpy_template = "{np}.heaviside({0}, 0.5)"
+
+    def numpy(self):
+        return call("np.heaviside")(self.args[0], sp.Float(0.5))
 
     def fdiff(self, argindex=1):
         return sp.S.Zero
@@ -73,8 +118,11 @@ class NanStep(_NumpyFunction):
     """The share of the first operand of fmax(a, b): 1 if b is NaN, 0 if a is, else a step."""
 
     nargs = 2
-    numpy_template = ("{np}.where({np}.isnan({1}), 1.0, {np}.where({np}.isnan({0}), 0.0, "
-                      "{np}.heaviside({0} - {1}, 0.5)))")
+
+    def numpy(self):
+        a, b = self.args
+        isnan = call("np.isnan")
+        return where(isnan(b), sp.Float(1.0), where(isnan(a), sp.Float(0.0), Step(a - b)))
 
     def fdiff(self, argindex=1):
         return sp.S.Zero
@@ -87,19 +135,21 @@ def _pairwise(name: str, numpy_name: str, share, doc: str) -> type:
         a, b = self.args
         return share(a, b) if argindex == 1 else share(b, a)
 
+    def numpy(self):
+        return call(numpy_name)(*self.args)
+
     return type(name, (_NumpyFunction,), {
-        "__doc__": doc, "nargs": 2, "fdiff": fdiff,
-        "numpy_template": f"{{np}}.{numpy_name}({{0}}, {{1}})",
+        "__doc__": doc, "nargs": 2, "fdiff": fdiff, "numpy": numpy,
     })
 
 
-Maximum = _pairwise("Maximum", "maximum", lambda a, b: Step(a - b),
+Maximum = _pairwise("Maximum", "np.maximum", lambda a, b: Step(a - b),
                     "np.maximum: at a tie each side gets half the gradient.")
-Minimum = _pairwise("Minimum", "minimum", lambda a, b: Step(b - a),
+Minimum = _pairwise("Minimum", "np.minimum", lambda a, b: Step(b - a),
                     "np.minimum: at a tie each side gets half the gradient.")
-FMax = _pairwise("FMax", "fmax", NanStep,
+FMax = _pairwise("FMax", "np.fmax", NanStep,
                  "np.fmax: as np.maximum, but a NaN operand is ignored (no gradient).")
-FMin = _pairwise("FMin", "fmin", lambda a, b: NanStep(-a, -b),
+FMin = _pairwise("FMin", "np.fmin", lambda a, b: NanStep(-a, -b),
                  "np.fmin: as np.minimum, but a NaN operand is ignored (no gradient).")
 
 
@@ -107,27 +157,50 @@ class Cbrt(_NumpyFunction):
     """Real cube root (SymPy's ``cbrt`` is the principal root: NaN slopes for x < 0)."""
 
     nargs = 1
-    numpy_template = "{np}.cbrt({0})"
+
+    def numpy(self):
+        return call("np.cbrt")(self.args[0])
 
     def fdiff(self, argindex=1):
         return 1 / (3 * Cbrt(self.args[0]) ** 2)
 
 
-class Hypot(_NumpyFunction):
-    """np.hypot, whose derivative a / hypot(a, b) cannot overflow as a / sqrt(a**2 + b**2) can."""
+class NonZero(_NumpyFunction):
+    """``a``, with 1 where it is 0: the divisor of a ratio whose numerator is 0 wherever
+    ``a`` is (x / hypot(x, y) at (0, 0)), so the ratio is 0 there, not 0/0."""
 
-    nargs = 2
-    numpy_template = "{np}.hypot({0}, {1})"
+    nargs = 1
+
+    def numpy(self):
+        a = self.args[0]
+        return where(is_zero(a), sp.Float(1.0), a)
 
     def fdiff(self, argindex=1):
-        return self.args[argindex - 1] / self
+        return sp.S.One
+
+
+class Hypot(_NumpyFunction):
+    """np.hypot, whose derivative a / hypot(a, b) cannot overflow as a / sqrt(a**2 + b**2)
+    can; at (0, 0), 0 (the convention of the norm at 0, as JAX's)."""
+
+    nargs = 2
+
+    def numpy(self):
+        return call("np.hypot")(*self.args)
+
+    def fdiff(self, argindex=1):
+        return self.args[argindex - 1] / NonZero(self)
 
 
 class Sigmoid(_NumpyFunction):
     """1 / (1 + exp(-x)), written with tanh so that it cannot overflow."""
 
     nargs = 1
-    numpy_template = "(0.5 + 0.5*{np}.tanh(0.5*({0})))"
+
+    def numpy(self):
+        half = sp.Float(0.5)
+        tanh = call("np.tanh")(sp.Mul(half, self.args[0], evaluate=False))
+        return sp.Add(half, sp.Mul(half, tanh, evaluate=False), evaluate=False)
 
     def fdiff(self, argindex=1):
         return Sigmoid(self.args[0]) * (1 - Sigmoid(self.args[0]))
@@ -138,7 +211,9 @@ class LogAddExp(_NumpyFunction):
     not need logaddexp's own value)."""
 
     nargs = 2
-    numpy_template = "{np}.logaddexp({0}, {1})"
+
+    def numpy(self):
+        return call("np.logaddexp")(*self.args)
 
     def fdiff(self, argindex=1):
         a, b = self.args
@@ -146,34 +221,55 @@ class LogAddExp(_NumpyFunction):
 
 
 class LogAddExp2(_NumpyFunction):
-    """np.logaddexp2 with the stable derivative 2**(a - logaddexp2(a, b))."""
+    """np.logaddexp2, whose derivative 2**a / (2**a + 2**b) is the sigmoid of (a - b)*log(2):
+    stable (2**(a - logaddexp2(a, b)) is not: SymPy splits it into 2**a * 2**-v)."""
 
     nargs = 2
-    numpy_template = "{np}.logaddexp2({0}, {1})"
+
+    def numpy(self):
+        return call("np.logaddexp2")(*self.args)
 
     def fdiff(self, argindex=1):
-        return 2 ** (self.args[argindex - 1] - self)
+        a, b = self.args
+        return Sigmoid((a - b) * sp.log(2)) if argindex == 1 else Sigmoid((b - a) * sp.log(2))
 
 
 class LogOrZero(_NumpyFunction):
     """log(x), but 0 where x == 0: the factor in d(x**y)/dy, which is 0 at x = 0 (JAX)."""
 
     nargs = 1
-    numpy_template = "{np}.log({np}.where({0} == 0, 1.0, {0}))"
+
+    def numpy(self):
+        x = self.args[0]
+        return sp.log(where(is_zero(x), sp.Float(1.0), x))
 
     def fdiff(self, argindex=1):
         return 1 / self.args[0]
+
+
+class PowerSlope(_NumpyFunction):
+    """d(x**y)/dx = y*x**(y - 1), but 0 where y == 0 (x**0 is 1 everywhere: at x = 0 the
+    formula is 0 * inf). The exponent is y - 1 only where y is not 0, as autograd's."""
+
+    nargs = 2
+
+    def numpy(self):
+        x, y = self.args
+        exponent = where(is_zero(y), sp.Integer(1), y - 1)
+        return sp.Mul(y, sp.Pow(x, exponent, evaluate=False), evaluate=False)
 
 
 class Power(_NumpyFunction):
     """x**y for a y that is not a number: y*x**(y-1), never y*x**y/x, which fails at x = 0."""
 
     nargs = 2
-    numpy_template = "({0})**({1})"
+
+    def numpy(self):
+        return sp.Pow(*self.args, evaluate=False)
 
     def fdiff(self, argindex=1):
         x, y = self.args
-        return y * Power(x, y - 1) if argindex == 1 else self * LogOrZero(x)
+        return PowerSlope(x, y) if argindex == 1 else self * LogOrZero(x)
 
 
 def _power(x, y):
@@ -320,13 +416,12 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
       {"a": "_extreme_share({g}, {a}, {out}, {axis}, {keepdims})"}, _RED, method="min",
       note="ties share the gradient equally", positional=2),
     A(("np.var",), ("a", "axis", "ddof", "keepdims"),
-      {"a": _UNREDUCE + " * 2 * ({a} - {np}.mean({a}, {axis}, keepdims=True))"
-            " / (_count({a}, {out}) - {ddof})"},
+      {"a": "_var_grad({g}, {a}, {out}, {axis}, {ddof}, {keepdims})"},
       {"axis": "None", "ddof": "0", "keepdims": "False"}, method="var", positional=2),
     A(("np.std",), ("a", "axis", "ddof", "keepdims"),
-      {"a": "_unreduce({g} / {out}, {a}, {axis}, {keepdims})"
-            " * ({a} - {np}.mean({a}, {axis}, keepdims=True)) / (_count({a}, {out}) - {ddof})"},
-      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="std", positional=2),
+      {"a": "_std_grad({g}, {a}, {out}, {axis}, {ddof}, {keepdims})"},
+      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="std", positional=2,
+      note="0 where the entries are equal (one entry, or equal by construction)"),
     A(("np.linalg.norm",), ("x", "ord", "axis", "keepdims"),
       {"x": "_norm_grad({g}, {x}, {out}, {ord}, {axis}, {keepdims})"},
       {"ord": "None", "axis": "None", "keepdims": "False"},

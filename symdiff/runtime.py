@@ -472,3 +472,29 @@ def _untile(g, x, reps):
     split = [d for r, s in zip(reps, shape, strict=True) for d in (r, s)]
     g = np.sum(np.reshape(g, split), axis=tuple(range(0, 2 * n, 2)))
     return np.reshape(g, np.shape(x))
+
+
+# --- helpers of the rules added for the edges (issue 10) ---
+
+
+def _centered(a, axis=None):
+    """``a`` minus its mean along ``axis``, then minus the mean of that: the rounding error
+    of the first mean removed (entries equal by construction give exact zeros, where one
+    subtraction leaves a spread of an ulp that std would divide by)."""
+    c = a - np.mean(a, axis, keepdims=True)
+    return c - np.mean(c, axis, keepdims=True)
+
+
+def _var_grad(g, a, out, axis=None, ddof=0, keepdims=False):
+    """The adjoint of ``np.var(a, axis, ddof=ddof, keepdims=keepdims)``."""
+    return _unreduce(g, a, axis, keepdims) * 2 * _centered(a, axis) / (_count(a, out) - ddof)
+
+
+def _std_grad(g, a, out, axis=None, ddof=0, keepdims=False):
+    """The adjoint of ``np.std(a, ...)``: (a - mean) / ((n - ddof) * std), and 0 where the
+    entries are equal (std is 0 there, smooth along equal entries: the subgradient 0, as
+    for the norm at 0)."""
+    c = _centered(a, axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = _unreduce(g / out, a, axis, keepdims) * c / (_count(a, out) - ddof)
+    return np.where(c == 0, 0.0, share)

@@ -357,25 +357,212 @@ def test_power_derivative_at_a_zero_base(name):
     assert grad(f)(0.0, 3.0) == 0.0
 
 
-def test_every_custom_sympy_function_prints_as_one_operand():
-    """A template printed inside a product or power keeps its meaning (no bare a + b)."""
+def test_every_custom_sympy_function_prints_as_its_tree():
+    """Each of the table's own SymPy functions prints, with compound arguments and inside a
+    product, a power (as base and as exponent) and a negation, as the value it has with
+    plain arguments: no operand loses its parentheses (issue 10, item 24)."""
     import sympy as sp
 
-    from symdiff import rules, runtime
+    from symdiff import algebra, rules, runtime
     from symdiff.emit import Printer
 
-    a, b = sp.symbols("a b", real=True)
+    a, b, u, v = sp.symbols("a b u v", real=True)
     printer = Printer()
-    env = {**vars(runtime), "np": np, "a": 0.7, "b": 2}  # the helpers some templates call
-    for cls in rules._NumpyFunction.__subclasses__() + [rules.Round]:
-        for args in ((a,), (a, b)):
+    env = {**vars(runtime), "np": np, "a": 0.7, "b": 1.3}
+    # u and v stand for the compound arguments; their values are those of the compounds.
+    compounds = (a - b / 4, a * b - 0.25)
+    env.update(u=eval(printer.doprint(compounds[0]), dict(env)),  # noqa: S307
+               v=eval(printer.doprint(compounds[1]), dict(env)))  # noqa: S307
+
+    def value(expr):
+        return eval(printer.doprint(expr), dict(env))  # noqa: S307
+
+    classes = [c for c in vars(rules).values() if isinstance(c, type) and issubclass(
+        c, rules._NumpyFunction) and c is not rules._NumpyFunction]
+    classes += [algebra.Times]
+    tried = 0
+    for cls in classes:
+        for count in (1, 2) if cls is not rules.Round else (1,):  # (decimals: an int)
             try:
-                term = cls(*args)
+                plain, compound = cls(*(u, v)[:count]), cls(*compounds[:count])
             except (TypeError, ValueError):
                 continue
-            for wrapped in (3 * term, term ** 2, -term):
-                value = eval(printer.doprint(wrapped), dict(env))  # noqa: S307
-                alone = eval(printer.doprint(term), dict(env))  # noqa: S307
-                expected = {0: 3 * alone, 1: alone ** 2, 2: -alone}[
-                    [3 * term, term ** 2, -term].index(wrapped)]
-                assert np.isclose(value, expected), (cls.__name__, printer.doprint(wrapped))
+            alone = value(plain)
+            contexts = [lambda t: 3 * t, lambda t: t ** 3, lambda t: b ** t, lambda t: -t,
+                        lambda t: t - t ** 2]
+            expected = [3 * alone, alone ** 3, 1.3 ** alone, -alone, alone - alone ** 2]
+            for context, e in zip(contexts, expected, strict=True):
+                for term in (plain, compound):
+                    got = value(context(term))
+                    assert np.isclose(got, e, equal_nan=True), (
+                        cls.__name__, printer.doprint(context(term)))
+            tried += 1
+    assert tried >= 20
+
+
+def test_printed_derivatives_keep_parentheses():
+    """np.fmax(x, lo - 1.0) and a power of a power (issue 10, item 24)."""
+    m = load("""
+        import numpy as np
+
+
+        def fmax(x, lo):
+            return np.fmax(x, lo - 1.0)
+
+
+        def fmin(x, lo):
+            return np.fmin(x, lo - 1.0) * 2.0
+
+
+        def power_of_power(a, x):
+            return (np.sin(a) ** x) ** 2
+
+
+        def power_of_power3(a, x):
+            return (np.sin(a) ** x) ** 3 + x * (np.sin(a) ** x) ** 2.5
+        """)
+    assert grad(m.fmax, wrt=(0, 1))(0.5, 1.2) == (1.0, 0.0)
+    assert grad(m.fmax)(0.5, 1.2) == 1.0  # lo - 1.0 used once: printed inside the step
+    assert grad(m.fmin)(0.1, 1.2) == 2.0
+    assert grad(m.fmin, wrt=(0, 1))(0.5, 1.2) == (0.0, 2.0)
+    assert grad(m.fmin, wrt=(0, 1))(0.1, 1.2) == (2.0, 0.0)
+    for f in (m.power_of_power, m.power_of_power3):
+        check_grad(f, [0.5, 1.5], wrt=(0, 1))
+        check_grad(f, [1.1, 0.7], wrt=(0, 1))
+
+
+ZERO = 0.0  # a module-level number: a symbol to the differentiator, so x - ZERO stays compound
+
+
+@pytest.mark.parametrize(("row", "name"), SPELLINGS, ids=_ids(SPELLINGS))
+def test_rule_with_compound_operands(row, name):
+    """Every spelling with operands ``p - ZERO`` (sums, which lose their meaning without
+    parentheses), inside a product and a power with a symbolic exponent."""
+    params = required(row)
+    operands = ", ".join(f"{p} - ZERO" for p in params)
+    module = load(f"""
+        import math
+
+        import numpy as np
+
+        ZERO = 0.0
+        TWO = 2.0
+
+
+        def f({', '.join(params)}):
+            v = {name}({operands})
+            return 3.0 * {name}({operands}) - v ** TWO + (v - ZERO) * ({name}({operands}))
+        """)
+    rng = np.random.default_rng(2024)
+    args = draw_point(row, rng, None)
+    check_grad(module.f, args, wrt=tuple(range(len(params))))
+    if name.startswith("np."):
+        args = draw_point(row, rng, 4)
+        check_grad(load(f"""
+            import numpy as np
+
+            ZERO = 0.0
+            TWO = 2.0
+
+
+            def f({', '.join(params)}):
+                return np.sum({name}({operands}) ** TWO * (1.0 - ZERO * {name}({operands})))
+            """, "f"), args, wrt=tuple(range(len(params))))
+
+
+# --- degenerate points: where a function is smooth, its gradient is finite (issue 10) ---
+
+
+def test_power_with_a_zero_exponent_at_a_zero_base():
+    """x**y with y == 0 is 1 everywhere: its slope in x is 0, also at x = 0 (autograd)."""
+    for name in ("np.power", "pow", "math.pow"):
+        f = make(name, ("x", "y"), reduce=False)
+        assert grad(f, wrt=(0, 1))(0.0, 0.0) == (0.0, 0.0), name
+        assert grad(f, wrt=(0, 1))(2.0, 0.0) == (0.0, math.log(2.0)), name
+    fa = make("np.power", ("x", "y"), reduce=True)
+    gx, gy = grad(fa, wrt=(0, 1))(np.array([0.0, 0.0, 2.0]), np.array([0.0, 2.0, 3.0]))
+    np.testing.assert_allclose(gx, [0.0, 0.0, 12.0])
+    np.testing.assert_allclose(gy, [0.0, 0.0, 8 * math.log(2.0)])
+
+
+@pytest.mark.parametrize("name", ["np.std", "np.var"])
+def test_spread_of_one_entry_has_gradient_zero(name):
+    f = make(name, ("x",), reduce=False)
+    assert grad(f)(np.array([3.0])).tolist() == [0.0]
+    g = load(f"""
+        import numpy as np
+
+
+        def f(x):
+            return np.sum({name}(x, axis=1)) + np.sum({name}(x, axis=0))
+        """, "f")
+    x = np.array([[1.0], [4.0]])
+    check_grad(g, [x])
+    rows = load(f"""
+        import numpy as np
+
+
+        def f(x):
+            return np.sum({name}(x, axis=1))
+        """, "f")
+    assert grad(rows)(np.array([[3.0], [-1.0]])).tolist() == [[0.0], [0.0]]
+
+
+def test_std_of_entries_equal_by_construction():
+    """The mean's rounding leaves x - mean an ulp off 0, std an ulp too: their ratio is
+    garbage, where the true gradient (and central differences) is 0 (issue 10, item 16)."""
+    m = load("""
+        import numpy as np
+
+
+        def ones(x):
+            v = np.ones(4) * x
+            return v.std()
+
+
+        def tiles(x):
+            return np.std(np.stack([x, x, x]) * 1.1) + np.std(x * np.ones((3, 7)), axis=1)[0]
+        """)
+    for x in (0.3, 0.1, 1e-8, 7.7, -123.456):
+        assert grad(m.ones)(x) == 0.0
+        assert grad(m.tiles)(x) == 0.0
+    std = make("np.std", ("x",), reduce=False)
+    np.testing.assert_array_equal(grad(std)(np.full(5, 0.1)), np.zeros(5))
+
+
+def test_hypot_at_the_origin_is_zero():
+    for name in ("np.hypot", "math.hypot"):
+        f = make(name, ("x", "y"), reduce=False)
+        assert grad(f, wrt=(0, 1))(0.0, 0.0) == (0.0, 0.0), name
+        gx, gy = grad(f, wrt=(0, 1))(0.0, -2.0)
+        assert (gx, gy) == (0.0, -1.0), name
+    fa = make("np.hypot", ("x", "y"), reduce=True)
+    gx, gy = grad(fa, wrt=(0, 1))(np.array([0.0, 3.0]), np.array([0.0, 4.0]))
+    np.testing.assert_allclose(gx, [0.0, 0.6])
+    np.testing.assert_allclose(gy, [0.0, 0.8])
+
+
+def test_abs_of_a_real_expression_at_zero():
+    """SymPy's derivative of Abs(f) for an f it cannot tell is real is f*sign(f)/f, NaN
+    at f = 0: the table's functions are real, so it is sign(f)*f' (issue 10, item 26)."""
+    m = load("""
+        import numpy as np
+
+
+        def mod(x):
+            return np.abs(x % 1.3)
+
+
+        def floor(x):
+            return abs(x - np.floor(x))
+
+
+        def lae2(t):
+            return np.abs(np.logaddexp2(0, t))
+        """)
+    assert grad(m.mod)(2.6) == 0.0
+    assert grad(m.mod)(2.7) == pytest.approx(1.0)
+    assert grad(m.floor)(3.0) == 0.0
+    assert grad(m.lae2)(2000.0) == 1.0
+    assert grad(m.lae2)(-2000.0) == 0.0
+    assert grad(m.lae2)(0.0) == pytest.approx(0.5)
