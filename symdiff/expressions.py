@@ -410,6 +410,9 @@ class Expressions:
         """The user's own call (or operator, or method), with its operands renamed."""
         if isinstance(node, ast.BinOp):
             return ast.BinOp(codes["a"], node.op, codes["b"])
+        if isinstance(node, ast.Subscript) and row.sequence:  # np.r_[a, b]
+            items = ast.Tuple(codes[row.sequence].elts, ast.Load())
+            return ast.Subscript(self._constant_code(node.value), items, ast.Load())
         if isinstance(node, ast.Subscript):
             return ast.Subscript(codes["a"], codes["index"], ast.Load())
         if isinstance(node, ast.Attribute):  # x.T
@@ -431,9 +434,29 @@ class Expressions:
         return ast.Call(func, args, keywords)
 
     def _subscript(self, node) -> Val:
+        row = rules.concatenator(_reference(node.value, self.parsed.namespace))
+        if row is not None and not self._is_local_value(node.value):
+            return self._concatenation(node, row)
         if not self._is_local_value(node.value) or self._inactive(node.value):
             return self._constant(node)
         return self._array_op(node, rules.INDEX, {"a": node.value, "index": node.slice})
+
+    def _concatenation(self, node, row) -> Val:
+        """np.r_[a, b, ...], np.c_[...]: a concatenation of its items, where one of them
+        depends on the differentiated inputs (else a constant, run as written)."""
+        code = self._constant_code(node)
+        if not any(n in self.active for n in names_in(code)):
+            return self._constant(node)
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        for e in items:
+            if isinstance(e, ast.Slice) or isinstance(e, ast.Constant) and isinstance(
+                    e.value, str):
+                what = "a slice (a range)" if isinstance(e, ast.Slice) else \
+                    "a string directive"
+                self.fail(e, f"{ast.unparse(node.value)}[...] with {what} among values that "
+                          "depend on the differentiated inputs is not supported",
+                          "np.concatenate of arrays (np.arange for a range)")
+        return self._array_op(node, row, {"items": ast.List(items, ast.Load())})
 
     def _inactive(self, node) -> bool:
         return isinstance(node, ast.Name) and node.id in self.env and \
@@ -481,6 +504,16 @@ class Expressions:
 OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
         ast.MatMult: "@", ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<",
         ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
+
+
+def _reference(node, namespace):
+    """The module-level object a dotted name (np.r_) refers to, or None; nothing recorded."""
+    if isinstance(node, ast.Name):
+        obj = namespace.lookup(node.id)
+        return None if obj is MISSING else obj
+    if isinstance(node, ast.Attribute):
+        return getattr(_reference(node.value, namespace), node.attr, None)
+    return None
 
 
 def _library(module) -> bool:

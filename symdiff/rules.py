@@ -478,6 +478,22 @@ ARRAY_OPS += (A_LSE,)
 INDEX = A(("x[...]",), ("a", "index"), {"a": "_scatter({g}, {a}, {np}.index_exp[{index}])"},
           note="slices, newaxis, integer arrays (repeats accumulate), boolean masks")
 
+# Concatenations written as an index, np.r_[a, b, ...] and np.c_[...]: rows by the object.
+_RC = "of numbers and arrays; a slice or string directive only if all is constant"
+CONCATENATORS = (
+    A(("np.r_[...]",), ("items",), {"items": "_rc_part({g}, {items}, {i}, 'r')"},
+      sequence="items", note=_RC),
+    A(("np.c_[...]",), ("items",), {"items": "_rc_part({g}, {items}, {i}, 'c')"},
+      sequence="items", note=_RC),
+)
+_CONCATENATOR_IDS = {id(np.r_): CONCATENATORS[0], id(np.c_): CONCATENATORS[1]}
+
+
+def concatenator(obj):
+    """The row of np.r_ or np.c_ (which are indexed, not called), or None."""
+    return _CONCATENATOR_IDS.get(id(obj)) if obj is np.r_ or obj is np.c_ else None
+
+
 # ndarray methods, by name, and the function each one is.
 METHODS = {row.method: row for row in ARRAY_OPS if row.method}
 METHODS["flatten"] = METHODS["ravel"]

@@ -498,3 +498,21 @@ def _std_grad(g, a, out, axis=None, ddof=0, keepdims=False):
     with np.errstate(invalid="ignore", divide="ignore"):
         share = _unreduce(g / out, a, axis, keepdims) * c / (_count(a, out) - ddof)
     return np.where(c == 0, 0.0, share)
+
+
+def _rc_part(g, items, i, how):
+    """The adjoint of ``items[i]`` in ``np.r_[items]`` (how 'r') or ``np.c_[items]`` ('c'):
+    its slice of ``g`` along the axis they were joined on, in its own shape."""
+    axis = 0 if how == "r" else -1
+    sizes = [_rc_shape(np.shape(v), how)[axis] for v in items]
+    start = sum(sizes[:i])
+    part = np.take(g, np.arange(start, start + sizes[i]), axis=axis)
+    return np.reshape(part, np.shape(items[i]))
+
+
+def _rc_shape(shape, how):
+    """The shape NumPy gives an item of np.r_ (at least 1-D) or np.c_ (at least 2-D, a
+    1-D item as a column) before joining."""
+    if how == "r":
+        return shape or (1,)
+    return {0: (1, 1), 1: shape + (1,)}.get(len(shape), shape)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from gradcheck import check_grad, load
 
-from symdiff import grad, value_and_grad
+from symdiff import SymdiffError, grad, value_and_grad
 from symdiff.rules import ELEMENTWISE, lookup, resolve_name
 
 SPELLINGS = [(row, name) for row in ELEMENTWISE for name in row.names]
@@ -566,3 +566,60 @@ def test_abs_of_a_real_expression_at_zero():
     assert grad(m.lae2)(2000.0) == 1.0
     assert grad(m.lae2)(-2000.0) == 0.0
     assert grad(m.lae2)(0.0) == pytest.approx(0.5)
+
+
+# --- np.r_ and np.c_: concatenations written as an index (issue 10, item 1) ---
+
+
+def test_r_and_c_of_differentiated_values():
+    m = load("""
+        import numpy as np
+
+
+        def r(x, s):
+            return np.sum(np.r_[x, 1.0, s, x * s] ** 2 * np.arange(8.0))
+
+
+        def r2(m, s):
+            return np.sum(np.r_[m, m * s] ** 3)
+
+
+        def c(x, s):
+            return np.sum(np.c_[x, 2.0 * x, s * x] ** 2 * np.arange(9.0).reshape(3, 3))
+
+
+        def c2(m, s):
+            return np.sum(np.c_[m, m * s, np.sin(m)] ** 2)
+
+
+        def one(s):
+            return np.sum(np.r_[s] * 3.0)
+
+
+        def constant(x):
+            return np.sum(np.r_[0:3, 1.0] * x)
+        """)
+    rng = np.random.default_rng(7)
+    x, mat = rng.standard_normal(3), rng.standard_normal((2, 3))
+    check_grad(m.r, [x, 0.7], wrt=(0, 1))
+    check_grad(m.r2, [mat, 0.7], wrt=(0, 1))
+    check_grad(m.c, [x, 0.7], wrt=(0, 1))
+    check_grad(m.c2, [mat, 0.7], wrt=(0, 1))
+    assert grad(m.one)(0.5) == 3.0
+    np.testing.assert_array_equal(grad(m.constant)(np.ones(4)), [0.0, 1.0, 2.0, 1.0])
+
+
+def test_r_with_a_slice_of_differentiated_values_is_refused():
+    f = load("""
+        import numpy as np
+
+
+        def f(x):
+            return np.sum(np.r_[x, 0:3])
+        """, "f")
+    with pytest.raises(SymdiffError) as info:
+        grad(f)(np.ones(2))
+    assert str(info.value).splitlines()[0].endswith(
+        ":6:28: np.r_[...] with a slice (a range) among values that depend on the "
+        "differentiated inputs is not supported")
+    assert "np.concatenate of arrays (np.arange for a range)" in str(info.value)
