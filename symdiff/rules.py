@@ -312,7 +312,9 @@ class ArrayOp:
     adjoint ``{g}``, the output ``{out}``, ``{np}``, and every parameter by name (operands
     are names; other parameters are their code, or ``defaults`` when left out). A
     ``sequence`` parameter takes a list of arrays; its template also sees ``{i}``, the
-    position in the list. ``method`` is the ndarray method spelling, if any.
+    position in the list. ``method`` is the ndarray method spelling, if any. An empty
+    template marks a parameter that may depend on the differentiated inputs although it
+    has no gradient (a shape, a count, np.arange's stop): it is read as code, not refused.
     """
 
     names: tuple[str, ...]
@@ -463,6 +465,24 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
       sequence="tup"),
     A(("np.vstack",), ("tup",), {"tup": "_part({g}, {tup}, {i}, None, 'vstack')"},
       sequence="tup"),
+    # Constructors whose entries are numbers from the arguments (NO_GRADIENT has the rest).
+    A(("np.full",), ("shape", "fill_value", "dtype"),
+      {"shape": "", "fill_value": "_fill_grad({g}, {fill_value}, {dtype})"},
+      {"dtype": "None"}, positional=3, note="the gradient of fill_value is the sum"),
+    A(("np.full_like",), ("a", "fill_value", "dtype"),
+      {"a": "", "fill_value": "_fill_grad({g}, {fill_value}, {dtype}, {a})"},
+      {"dtype": "None"}, positional=3, note="a's values carry no gradient"),
+    A(("np.arange",), ("start", "stop", "step", "dtype"),
+      {"start": "_arange_grad({g}, {out}, {stop}, {dtype}, 0)", "stop": "",
+       "step": "_arange_grad({g}, {out}, {stop}, {dtype}, 2)"},
+      {"stop": "None", "step": "None", "dtype": "None"}, positional=3,
+      note="entries start + k*step; their count (from stop) carries no gradient"),
+    A(("np.linspace",), ("start", "stop", "num", "endpoint", "dtype", "axis"),
+      {"start": "_linspace_grad({g}, {start}, {stop}, {num}, {endpoint}, {dtype}, {axis}, 0)",
+       "stop": "_linspace_grad({g}, {start}, {stop}, {num}, {endpoint}, {dtype}, {axis}, 1)",
+       "num": ""},
+      {"num": "50", "endpoint": "True", "dtype": "None", "axis": "0"}, positional=4,
+      note="linear in start and stop; retstep= refused"),
     A(("np.where",), ("condition", "x", "y"),
       {"x": "_unbroadcast({np}.where({condition}, {g}, 0.0), {x})",
        "y": "_unbroadcast({np}.where({condition}, 0.0, {g}), {y})"},
@@ -499,8 +519,10 @@ METHODS = {row.method: row for row in ARRAY_OPS if row.method}
 METHODS["flatten"] = METHODS["ravel"]
 
 # Functions whose value carries no gradient: run as they are, constants to the differentiator.
-NO_GRADIENT = ("np.zeros_like", "np.ones_like", "np.full_like", "np.zeros", "np.ones",
-               "np.full", "np.eye", "np.identity", "np.arange", "np.linspace", "np.argmax",
+# Each has derivative 0, or cannot take a float from its arguments (np.full, np.arange and
+# np.linspace can: they are ARRAY_OPS).
+NO_GRADIENT = ("np.zeros_like", "np.ones_like", "np.zeros", "np.ones",
+               "np.eye", "np.identity", "np.argmax",
                "np.argmin", "np.argsort", "np.shape", "np.ndim", "np.size", "np.isnan",
                "np.isfinite", "np.isinf", "len", "range", "int", "bool",
                "np.logical_and", "np.logical_or", "np.logical_not", "np.greater",

@@ -516,3 +516,40 @@ def _rc_shape(shape, how):
     if how == "r":
         return shape or (1,)
     return {0: (1, 1), 1: shape + (1,)}.get(len(shape), shape)
+
+
+def _float_kind(dtype=None, like=None):
+    """Whether a constructor's entries are floats: its dtype's, else ``like``'s (np.full_like),
+    else yes. Integer entries truncate the numbers they are made from: no gradient."""
+    if dtype is not None:
+        return np.dtype(dtype).kind in "fc"
+    return like is None or np.asarray(like).dtype.kind in "fc"
+
+
+def _fill_grad(g, fill, dtype=None, like=None):
+    """The adjoint of ``fill_value`` in np.full / np.full_like: g summed down to its shape."""
+    if not _float_kind(dtype, like):
+        return _zeros(fill)
+    return _unbroadcast(g, fill)
+
+
+def _arange_grad(g, out, stop, dtype, which):
+    """The adjoint of ``start`` (which 0) or ``step`` (2) of np.arange: entry k is
+    start + k*step. Called with one argument, np.arange's only argument is the stop."""
+    if stop is None or not _float_kind(dtype):
+        return 0.0
+    if which == 0:
+        return np.sum(g)
+    return np.sum(g * np.arange(np.size(out)))
+
+
+def _linspace_grad(g, start, stop, num, endpoint, dtype, axis, which):
+    """The adjoint of ``start`` (which 0) or ``stop`` (1) of np.linspace: entry k is
+    start*(1 - t_k) + stop*t_k, t_k = k/(num - 1) (k/num without the endpoint)."""
+    x = stop if which else start
+    if not _float_kind(dtype):
+        return _zeros(x)
+    t = np.linspace(0.0, 1.0, num, endpoint=endpoint)
+    share = np.tensordot(t if which else 1.0 - t, np.moveaxis(np.asarray(g), axis, 0),
+                         axes=(0, 0))
+    return _unbroadcast(share, x)

@@ -22,7 +22,7 @@ import pytest
 from gradcheck import check_grad, load
 
 from symdiff import SymdiffError, grad, value_and_grad
-from symdiff.rules import ELEMENTWISE, lookup, resolve_name
+from symdiff.rules import ELEMENTWISE, NO_GRADIENT, lookup, resolve_name
 
 SPELLINGS = [(row, name) for row in ELEMENTWISE for name in row.names]
 ARRAY_SPELLINGS = [(row, name) for row, name in SPELLINGS if name.startswith("np.")]
@@ -623,3 +623,72 @@ def test_r_with_a_slice_of_differentiated_values_is_refused():
         ":6:28: np.r_[...] with a slice (a range) among values that depend on the "
         "differentiated inputs is not supported")
     assert "np.concatenate of arrays (np.arange for a range)" in str(info.value)
+
+
+# --- the no-gradient row (issue 10, item 2) ---
+
+
+def _calls(fn, values):
+    """``fn`` called on floats every way it takes them: one operand, two, and after a
+    count (np.full(2, v)); each as (arguments, result), those it refuses left out."""
+    for args in (values[:1], values, [2, values[0]]):
+        try:
+            yield args, fn(*args)
+        except (TypeError, ValueError):
+            continue
+
+
+@pytest.mark.parametrize("name", NO_GRADIENT)
+def test_no_gradient_functions_are_constant_in_floats(name):
+    """Each function of the no-gradient row either refuses floats, gives no floats
+    (integers, booleans, shapes), or gives the same value when its floats move: np.linspace,
+    np.arange and np.full did not, and got rules."""
+    fn = resolve_name(name)
+    rng = np.random.default_rng(3)
+    for values in ([0.3, 1.7], [rng.standard_normal(4), rng.standard_normal(4)],
+                   [rng.standard_normal((2, 2)), rng.standard_normal((2, 2))]):
+        for args, out in _calls(fn, values):
+            if isinstance(out, range) or np.asarray(out).dtype.kind in "biu":
+                continue
+            moved = fn(*[a + 1e-7 if isinstance(a, (float, np.ndarray)) else a for a in args])
+            np.testing.assert_array_equal(out, moved, err_msg=name)
+
+
+def test_constructors_of_floats_have_gradients():
+    m = load("""
+        import numpy as np
+
+
+        def lin(a, b):
+            return np.sum(np.linspace(a, b, 5) ** 2)
+
+
+        def one_sample(a, b):
+            return np.sum(np.linspace(a, b, 1) * 3.0)
+
+
+        def steps(a, h):
+            return np.sum(np.arange(a, 3.0, h) ** 2)
+
+
+        def count(n, x):
+            return np.sum(np.arange(n) * x)
+
+
+        def fill(x, y):
+            return np.sum(np.full(3, y) * x) + np.sum(np.full_like(x, y) ** 2)
+
+
+        def integers(x, y):
+            return np.sum(np.full_like(x, y)) + np.sum(np.full(2, y, dtype=int))
+        """)
+    check_grad(m.lin, [0.3, 1.7], wrt=(0, 1))
+    # 2*sum(t*(1 - t)) and 2*sum(t*t) for t = 0, 1/4, ..., 1
+    assert grad(m.lin, wrt=(0, 1))(0.0, 1.0) == pytest.approx((1.25, 3.75))
+    assert grad(m.one_sample, wrt=(0, 1))(0.5, 2.0) == (3.0, 0.0)
+    check_grad(m.steps, [0.3, 0.7], wrt=(0, 1))
+    assert grad(m.count, wrt=(0, 1))(4, 2.0) == (0.0, 6.0)
+    check_grad(m.fill, [np.array([1.0, -2.0, 0.5]), 0.7], wrt=(0, 1))
+    # Integer entries truncate the number they are made of: no gradient.
+    assert grad(m.integers, wrt=1)(np.arange(3), 0.7) == 0.0
+    assert grad(m.integers, wrt=1)(np.ones(3), 0.7) == 3.0
