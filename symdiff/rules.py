@@ -165,18 +165,15 @@ class Cbrt(_NumpyFunction):
         return 1 / (3 * Cbrt(self.args[0]) ** 2)
 
 
-class NonZero(_NumpyFunction):
-    """``a``, with 1 where it is 0: the divisor of a ratio whose numerator is 0 wherever
-    ``a`` is (x / hypot(x, y) at (0, 0)), so the ratio is 0 there, not 0/0."""
+class Ratio(_NumpyFunction):
+    """``a / b``, with 0 where ``b`` is 0 (for an ``a`` that is 0 wherever b is: x / hypot(x,
+    y) at (0, 0)); one division, never a * (1/b), which overflows for a subnormal b."""
 
-    nargs = 1
+    nargs = 2
 
     def numpy(self):
-        a = self.args[0]
-        return where(is_zero(a), sp.Float(1.0), a)
-
-    def fdiff(self, argindex=1):
-        return sp.S.One
+        a, b = self.args
+        return call("np.divide")(a, where(is_zero(b), sp.Float(1.0), b))
 
 
 class Hypot(_NumpyFunction):
@@ -189,18 +186,17 @@ class Hypot(_NumpyFunction):
         return call("np.hypot")(*self.args)
 
     def fdiff(self, argindex=1):
-        return self.args[argindex - 1] / NonZero(self)
+        return Ratio(self.args[argindex - 1], self)
 
 
 class Sigmoid(_NumpyFunction):
-    """1 / (1 + exp(-x)), written with tanh so that it cannot overflow."""
+    """1 / (1 + exp(-x)), as exp(-logaddexp(0, -x)): it cannot overflow, and keeps its
+    relative precision in both tails (0.5 + 0.5*tanh(x/2) is 0 below x = -37)."""
 
     nargs = 1
 
     def numpy(self):
-        half = sp.Float(0.5)
-        tanh = call("np.tanh")(sp.Mul(half, self.args[0], evaluate=False))
-        return sp.Add(half, sp.Mul(half, tanh, evaluate=False), evaluate=False)
+        return sp.exp(-call("np.logaddexp")(sp.Integer(0), -self.args[0]))
 
     def fdiff(self, argindex=1):
         return Sigmoid(self.args[0]) * (1 - Sigmoid(self.args[0]))

@@ -692,3 +692,36 @@ def test_constructors_of_floats_have_gradients():
     # Integer entries truncate the number they are made of: no gradient.
     assert grad(m.integers, wrt=1)(np.arange(3), 0.7) == 0.0
     assert grad(m.integers, wrt=1)(np.ones(3), 0.7) == 3.0
+
+
+def test_integer_arguments_at_a_singular_point_give_inf_not_zero_division():
+    """Python numbers raise where NumPy gives inf (1/(1 - x**2) at x = 1): the gradient is
+    run again on NumPy scalars, integers too."""
+    f = make("np.arctanh", ("x",), reduce=False)
+    with np.errstate(divide="ignore"):
+        assert grad(f)(1) == math.inf
+        assert grad(f)(1.0) == math.inf
+    g = load("""
+        import numpy as np
+
+
+        def g(x, n):
+            return np.sum(x[:n]) / (n - 2)
+        """, "g")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert grad(g, wrt=(0, 1))(np.ones(3), 2)[1] == -math.inf
+
+
+def test_hypot_of_subnormals_and_logaddexp_tails_keep_their_precision():
+    """x / hypot(x, y) as one division (x * (1/h) overflows for a subnormal h), and the
+    sigmoid of logaddexp's derivative exact in its tails (0.5 + 0.5*tanh(x/2) is 0 there)."""
+    f = make("np.hypot", ("x", "y"), reduce=False)
+    gx, gy = grad(f, wrt=(0, 1))(1e-310, -1e-310)
+    np.testing.assert_allclose([gx, gy], [2 ** -0.5, -2 ** -0.5], rtol=1e-12)
+    for name, scale in (("np.logaddexp", 1.0), ("np.logaddexp2", math.log(2.0))):
+        f = make(name, ("x", "y"), reduce=False)
+        gx, gy = grad(f, wrt=(0, 1))(-700.0, 1.0)
+        assert gy == 1.0
+        assert gx == pytest.approx(math.exp(-701.0 * scale), rel=1e-9)
+        gx, gy = grad(f, wrt=(0, 1))(50.0, 0.0)
+        assert gy == pytest.approx(math.exp(-50.0 * scale), rel=1e-9)
