@@ -251,7 +251,8 @@ class PowerSlope(_NumpyFunction):
 
     def numpy(self):
         x, y = self.args
-        exponent = where(is_zero(y), sp.Integer(1), y - 1)
+        # (1.0, not 1: the exponent a float array, which an integer x can take as well)
+        exponent = where(is_zero(y), sp.Float(1.0), y - 1)
         return sp.Mul(y, sp.Pow(x, exponent, evaluate=False), evaluate=False)
 
 

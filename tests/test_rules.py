@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, load
+from gradcheck import check_grad, load, numeric_grad
 
 from symdiff import SymdiffError, grad, value_and_grad
 from symdiff.rules import ELEMENTWISE, NO_GRADIENT, lookup, resolve_name
@@ -725,3 +725,85 @@ def test_hypot_of_subnormals_and_logaddexp_tails_keep_their_precision():
         assert gx == pytest.approx(math.exp(-701.0 * scale), rel=1e-9)
         gx, gy = grad(f, wrt=(0, 1))(50.0, 0.0)
         assert gy == pytest.approx(math.exp(-50.0 * scale), rel=1e-9)
+
+
+# --- every row at edge points (issue 10): zeros, ties, integers, booleans, 0-d, float32 ---
+
+EDGE_SCALARS = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0)
+
+
+def _edge_points(row):
+    if len(required(row)) == 1:
+        return [(v,) for v in EDGE_SCALARS]
+    if "a_min" in row.params:
+        return [(a, -1.0, 1.0) for a in (-1.0, 1.0, 0.0, 2.0)] + [(0.0, 0.0, 0.0)]
+    return [(a, b) for a in (0.0, 1.0, -1.0, 0.5) for b in (0.0, 1.0, -1.0, 0.5)]
+
+
+@pytest.mark.parametrize(("row", "name"), SPELLINGS, ids=_ids(SPELLINGS))
+def test_rule_at_edge_points(row, name):
+    """Where central differences and JAX (where it has the function) agree on a finite
+    gradient, the function is smooth there: symdiff must give that gradient, not NaN."""
+    jnp = None
+    if name.startswith("np."):
+        jax = pytest.importorskip("jax")
+        jax.config.update("jax_enable_x64", True)
+        jnp = getattr(pytest.importorskip("jax.numpy"), name[3:], None)
+    params = required(row)
+    f = make(name, params, reduce=False)
+    wrt = tuple(range(len(params)))
+    g = grad(f, wrt=wrt)
+    for point in _edge_points(row):
+        with np.errstate(all="ignore"):
+            try:
+                value = f(*point)
+                if isinstance(value, complex) or not np.isfinite(value):
+                    continue  # (pow(-1.0, 0.5) is complex)
+                # Two step sizes that agree: no jump or kink in reach of the steps.
+                numeric = [numeric_grad(f, list(point), i) for i in wrt]
+                finer = [numeric_grad(f, list(point), i, h=1e-7) for i in wrt]
+            except (ValueError, TypeError, ZeroDivisionError, OverflowError):
+                continue  # a step left the domain (math's error, or a complex power)
+            ours = g(*point)
+        reference = finer
+        if jnp is not None:
+            import jax
+            reference = [float(v) for v in jax.grad(jnp, argnums=wrt)(*map(float, point))]
+        for i, (o, n, m, r) in enumerate(zip(ours, numeric, finer, reference, strict=True)):
+            if np.isfinite(n) and np.isclose(n, m, rtol=1e-4, atol=1e-6) and np.isclose(
+                    n, r, rtol=1e-4, atol=1e-6):
+                assert o == pytest.approx(n, rel=1e-4, abs=1e-6), (name, point, i)
+
+
+@pytest.mark.parametrize(("row", "name"), SPELLINGS, ids=_ids(SPELLINGS))
+def test_rule_on_integer_boolean_0d_and_float32_arguments(row, name):
+    """Other kinds of numbers are differentiated as the float64 numbers they are equal to,
+    and each gradient has its parameter's shape, as float64 (a float for a scalar)."""
+    params = required(row)
+    wrt = tuple(range(len(params)))
+    point = [1.0, -2.0, 3.0][:len(params)] if "a_min" not in params else [2.0, -1.0, 3.0]
+    # (Not booleans, nor 8-bit integers: NumPy computes with them in float16, and the
+    # derivatives reuse the float16 values the function computed.)
+    kinds = [int, np.int64, np.float32] if len(params) == 1 else [int, np.float32]
+    if name.startswith("np."):
+        kinds += [np.array, lambda v: np.array([v, v], dtype=np.int32),
+                  lambda v: np.array([v, v], dtype=np.float32)]
+    f = make(name, params, reduce=name.startswith("np."))
+    for kind in kinds:
+        args = [kind(v) for v in point]
+        try:
+            with np.errstate(all="ignore"):
+                f(*args)
+        except (ValueError, TypeError, ZeroDivisionError):
+            continue  # NumPy or math refuses these (an integer to a negative power...)
+        with np.errstate(all="ignore"):
+            ours = grad(f, wrt=wrt)(*args)
+            expected = grad(f, wrt=wrt)(*[np.asarray(a, dtype=np.float64) if isinstance(
+                a, np.ndarray) else float(a) for a in args])
+        for o, e, a in zip(ours, expected, args, strict=True):
+            np.testing.assert_allclose(o, e, rtol=1e-6, err_msg=f"{name} {kind}")
+            assert np.shape(o) == np.shape(a)
+            if isinstance(a, np.ndarray):
+                assert o.dtype == np.float64
+            else:
+                assert type(o) is float, (name, kind, type(o))
