@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from gradcheck import check_grad, load, numeric_grad
 
-from symdiff import SymdiffError, grad, value_and_grad
+from symdiff import SymdiffError, grad, rules, value_and_grad
 from symdiff.rules import ELEMENTWISE, NO_GRADIENT, lookup, resolve_name
 
 SPELLINGS = [(row, name) for row in ELEMENTWISE for name in row.names]
@@ -807,3 +807,120 @@ def test_rule_on_integer_boolean_0d_and_float32_arguments(row, name):
                 assert o.dtype == np.float64
             else:
                 assert type(o) is float, (name, kind, type(o))
+
+
+# Every array row on degenerate operands: (body over x, x[, the gradient where it is our
+# convention rather than JAX's: a spread or norm of 0 has the subgradient 0, JAX NaN).
+_F32 = np.float32
+EDGE_ARRAYS = {
+    "np.sum": [("np.sum(x)", np.zeros(0)), ("np.sum(x)", np.array(2.0)),
+               ("np.sum(x)", np.array([True, False])), ("np.sum(x)", np.arange(3)),
+               ("np.sum(np.sum(x, axis=-1) ** 2)", np.zeros((3, 0)))],
+    "np.mean": [("np.mean(x)", np.ones(1)), ("np.mean(x)", np.array(2.0)),
+                ("np.sum(np.mean(x, axis=1) ** 2)", np.ones((2, 1))),
+                ("np.mean(x)", np.ones(3, _F32))],
+    "np.prod": [("np.prod(x)", np.zeros(3)), ("np.prod(x)", np.array([0.0, 2.0])),
+                ("np.prod(x)", np.zeros(0)), ("np.prod(x)", np.array(2.0)),
+                ("np.sum(np.prod(x, axis=0))", np.zeros((0, 3)))],
+    "np.max": [("np.max(x)", np.ones(3)), ("np.max(x)", np.array([1.0, 3.0, 3.0])),
+               ("np.max(x)", np.array(2.0)), ("np.max(x)", np.arange(3))],
+    "np.min": [("np.min(x)", np.zeros(3)), ("np.min(x)", np.ones(1)),
+               ("np.sum(np.min(x, axis=1))", np.array([[1.0, 1.0], [0.0, 2.0]]))],
+    "np.var": [("np.var(x)", np.ones(1)), ("np.var(x)", np.array(2.0)),
+               ("np.var(x)", np.full(4, 0.1)), ("np.var(x)", np.arange(3)),
+               ("np.var(x)", np.ones(3, _F32))],
+    "np.std": [("np.std(x)", np.ones(1), np.zeros(1)), ("np.std(x)", np.array(2.0), 0.0),
+               ("np.std(x)", np.full(4, 0.1), np.zeros(4)), ("np.std(x)", np.arange(3)),
+               ("np.sum(np.std(x, axis=0))", np.array([[1.0, 1.0], [1.0, 2.0]]),
+                [[0.0, -0.5], [0.0, 0.5]])],
+    "np.linalg.norm": [("np.linalg.norm(x)", np.zeros(3), np.zeros(3)),
+                       ("np.linalg.norm(x)", np.array(-2.0)),
+                       ("np.sum(np.linalg.norm(x, axis=1))", np.array([[0.0, 0.0], [3.0, 4.0]]),
+                        [[0.0, 0.0], [0.6, 0.8]])],
+    "np.matmul": [("np.sum(x @ x)", np.ones(1)), ("np.sum(x @ x)", np.arange(3))],
+    "np.dot": [("np.dot(x, x)", np.array(2.0)), ("np.dot(x, x)", np.zeros(0))],
+    "np.inner": [("np.inner(x, x)", np.array(2.0)), ("np.inner(x, x)", np.zeros(0))],
+    "np.outer": [("np.sum(np.outer(x, x))", np.ones(1)), ("np.sum(np.outer(x, x))", np.zeros(0))],
+    "np.einsum": [("np.einsum('i,i->', x, x)", np.zeros(0)),
+                  ("np.einsum('i,i->', x, x)", np.ones(1))],
+    "np.trace": [("np.trace(x)", np.ones((1, 1))), ("np.trace(x)", np.ones((2, 3)))],
+    "np.transpose": [("np.sum(np.transpose(x) ** 2)", np.array(2.0))],
+    "np.reshape": [("np.sum(np.reshape(x, (-1,)) ** 2)", np.array(2.0))],
+    "np.ravel": [("np.sum(np.ravel(x) ** 2)", np.array(2.0))],
+    "np.squeeze": [("np.sum(np.squeeze(x) ** 2)", np.ones((1, 1)))],
+    "np.expand_dims": [("np.sum(np.expand_dims(x, 0) ** 2)", np.array(2.0))],
+    "np.broadcast_to": [("np.sum(np.broadcast_to(x, (2, 3)) ** 2)", np.array(2.0)),
+                        ("np.sum(np.broadcast_to(x, (0, 3)) ** 2)", np.ones(3))],
+    "np.tile": [("np.sum(np.tile(x, 2) ** 2)", np.array(2.0)),
+                ("np.sum(np.tile(x, 0) ** 2)", np.ones(2))],
+    "np.flip": [("np.sum(np.flip(x) * np.arange(np.size(x)))", np.ones(1))],
+    "np.concatenate": [("np.sum(np.concatenate([x, x]) ** 2)", np.zeros(0)),
+                       ("np.sum(np.concatenate([x]) ** 2)", np.ones(1))],
+    "np.stack": [("np.sum(np.stack([x, x]) ** 2)", np.array(2.0))],
+    "np.hstack": [("np.sum(np.hstack([x, x]) ** 2)", np.array(2.0))],
+    "np.vstack": [("np.sum(np.vstack([x, x]) ** 2)", np.array(2.0))],
+    "np.full": [("np.sum(np.full(0, x))", 2.0), ("np.sum(np.full((), x) ** 2)", np.array(2.0))],
+    "np.full_like": [("np.sum(np.full_like(x, 2.0) * x)", np.array(2.0)),
+                     # (full_like of integers holds integers: 2, not 2.5)
+                     ("np.sum(np.full_like(x, 2.5) * x)", np.arange(3), [2.0, 2.0, 2.0])],
+    # (JAX's arange takes no gradient: entries start + k*step have slope 1 in start)
+    "np.arange": [("np.sum(np.arange(x, 3.0))", 2.5, 1.0),
+                  ("np.sum(np.arange(x, 1.0))", 2.5, 0.0)],
+    "np.linspace": [("np.sum(np.linspace(x, 2 * x, 1))", np.array(2.0)),
+                    ("np.sum(np.linspace(x, 2 * x, 0))", 2.0)],
+    "np.where": [("np.sum(np.where(x > 1, x, 0.0))", np.array(2.0)),
+                 ("np.sum(np.where(x > 1, x, 0.0))", np.zeros(0))],
+    "scipy.special.logsumexp": [("logsumexp(x)", np.ones(1)),
+                                ("logsumexp(x)", np.array([-np.inf, 0.0])),
+                                ("logsumexp(x)", np.array([1000.0, 1000.0]))],
+    "x[...]": [("np.sum(x[:0])", np.ones(2)), ("x[()] ** 2", np.array(2.0)),
+               ("np.sum(x[x > 5.0])", np.ones(2))],
+    "np.r_[...]": [("np.sum(np.r_[x, x] ** 2)", np.array(2.0)),
+                   ("np.sum(np.r_[x, x] ** 2)", np.zeros(0))],
+    "np.c_[...]": [("np.sum(np.c_[x, x] ** 2)", np.array(2.0)),
+                   ("np.sum(np.c_[x, x] ** 2)", np.ones((2, 2)))],
+}
+
+
+def test_every_array_row_has_edge_cases():
+    rows = {row.names[0] for row in (*rules.ARRAY_OPS, rules.INDEX, *rules.CONCATENATORS)}
+    assert rows == set(EDGE_ARRAYS)
+
+
+def _edge_array_cases():
+    for name, cases in EDGE_ARRAYS.items():
+        for k, case in enumerate(cases):
+            yield pytest.param(*case[:2], case[2] if len(case) > 2 else None,
+                               id=f"{name}-{k}")
+
+
+@pytest.mark.parametrize(("body", "x", "convention"), list(_edge_array_cases()))
+def test_array_row_on_degenerate_operands(body, x, convention):
+    """Against JAX (the gradient of the same expression in jax.numpy), or our convention
+    where it differs; the gradient has x's shape, as float64."""
+    pytest.importorskip("scipy")
+    f = load("import numpy as np\nfrom scipy.special import logsumexp\n\n\n"
+             f"def f(x):\n    return {body}\n", "f")
+    with np.errstate(all="ignore"):
+        ours = grad(f)(x)
+    assert np.shape(ours) == np.shape(x)
+    if isinstance(x, np.ndarray):
+        assert ours.dtype == np.float64
+    else:
+        assert type(ours) is float
+    if convention is not None:
+        np.testing.assert_allclose(ours, convention, rtol=1e-12, atol=0)
+        return
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    jss = pytest.importorskip("jax.scipy.special")
+    if "np.c_" in body:  # (jnp.c_ of 0-d values differs from np.c_'s)
+        expected = [numeric_grad(f, [x], 0)]
+    else:
+        jf = eval("lambda x: " + body.replace("np.", "jnp."),  # noqa: S307
+                  {"jnp": jnp, "logsumexp": jss.logsumexp})
+        expected = jax.grad(jf)(jnp.asarray(x, dtype=jnp.float64) if isinstance(
+            x, np.ndarray) else x)
+    np.testing.assert_allclose(ours, np.asarray(expected).reshape(np.shape(x)),
+                               rtol=1e-9, atol=1e-12)
