@@ -279,7 +279,8 @@ class Expressions:
             return self._stop_gradient(node)
         row = rules.lookup(obj)
         name = ast.unparse(node.func)
-        if row is None and rules.no_gradient(obj):
+        if row is None and rules.no_gradient(obj) or row is not None and \
+                row.names[0] in rules.CONSTRUCTORS and not self._carries_gradient(node, row):
             return self._constant(node)
         if row is None:
             if isinstance(obj, FunctionSource) or _user_function(obj):
@@ -313,6 +314,14 @@ class Expressions:
                 calls.append((expr, code))
             return Val(expr, code, calls)
         return self._array_op(node, row, args)
+
+    def _carries_gradient(self, node, row) -> bool:
+        """Whether an argument of ``row`` that has a gradient (not a shape or a count, whose
+        rule is empty) depends on the differentiated inputs."""
+        given = [*zip(row.params, node.args, strict=False),
+                 *((k.arg, k.value) for k in node.keywords)]
+        return any(row.vjp.get(p, "?") and any(
+            n in self.active for n in names_in(self._constant_code(a))) for p, a in given)
 
     def _is_local_value(self, node) -> bool:
         """Whether ``node`` is a value computed in the function (so .sum() is a method)."""

@@ -516,6 +516,10 @@ METHODS = {row.method: row for row in ARRAY_OPS if row.method}
 METHODS["flatten"] = METHODS["ravel"]
 
 # Functions whose value carries no gradient: run as they are, constants to the differentiator.
+# Constructors with a rule above, run as constants where no argument depends on the
+# differentiated inputs (as they were before they had rules: any keyword NumPy takes).
+CONSTRUCTORS = ("np.full", "np.full_like", "np.arange", "np.linspace")
+
 # Each has derivative 0, or cannot take a float from its arguments (np.full, np.arange and
 # np.linspace can: they are ARRAY_OPS).
 NO_GRADIENT = ("np.zeros_like", "np.ones_like", "np.zeros", "np.ones",

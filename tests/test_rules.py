@@ -961,3 +961,18 @@ def test_var_and_std_with_a_computed_ddof():
         """)
     x = np.array([0.5, -1.0, 2.0, 0.25])
     check_grad(m.var, [x, 2], wrt=(0,))
+
+
+def test_constructors_of_constants_stay_constants():
+    """Where no argument depends on the differentiated inputs, np.linspace & co. run as
+    written (any keyword NumPy takes), as values without gradient."""
+    f = load("""
+        import numpy as np
+
+
+        def f(x):
+            t = np.linspace(0.0, 1.0, 3)
+            return np.sum(x * t * np.full_like(x, 2.0, order="C") * np.arange(3, dtype=float))
+        """, "f")
+    assert "    t = np.linspace(0.0, 1.0, 3)  # line 6\n" in grad(f).source
+    check_grad(f, [np.array([0.5, -1.0, 2.0])])
