@@ -237,6 +237,8 @@ class LogOrZero(_NumpyFunction):
 
     def numpy(self):
         x = self.args[0]
+        if x.is_number and x.is_nonzero:  # 2 ** y: log(2), no test needed
+            return sp.log(x)
         return sp.log(where(is_zero(x), sp.Float(1.0), x))
 
     def fdiff(self, argindex=1):

@@ -976,3 +976,12 @@ def test_constructors_of_constants_stay_constants():
         """, "f")
     assert "    t = np.linspace(0.0, 1.0, 3)  # line 6\n" in grad(f).source
     check_grad(f, [np.array([0.5, -1.0, 2.0])])
+
+
+def test_power_of_a_number_base_prints_plain_log():
+    f = load("""
+        def f(y):
+            return 2 ** y
+        """, "f")
+    assert "    dy = _ret*np.log(2)\n" in grad(f).source
+    assert grad(f)(3.0) == pytest.approx(8 * math.log(2.0))
