@@ -11,21 +11,25 @@ from __future__ import annotations
 import sympy as sp
 
 from .ir import Eqn, symbol
-from .rules import _NumpyFunction
+from .rules import _NumpyFunction, call
 
 
 class SumDown(_NumpyFunction):
     """``_unbroadcast(g, x)`` inside an expression: g summed down to x's shape."""
 
     nargs = 2
-    numpy_template = "_unbroadcast({0}, {1})"
+
+    def numpy(self):
+        return call("_unbroadcast")(*self.args)
 
 
 class Times(_NumpyFunction):
     """``g * f`` computed in g's own array (runtime._times): g is not read again."""
 
     nargs = 2
-    numpy_template = "_times({0}, {1})"
+
+    def numpy(self):
+        return call("_times")(*self.args)
 
 
 def in_place(dv, replacements, reduced):

@@ -350,6 +350,8 @@ _MISSING = object()
 
 
 def _numpy_scalar(value):
+    if type(value) is int and -2**63 <= value < 2**63:  # (an int stays an int: range(n))
+        return np.int64(value)
     return np.float64(value) if type(value) is float else value
 
 

@@ -14,7 +14,7 @@ from sympy.printing.precedence import PRECEDENCE
 
 from . import __version__
 from .differentiate import Block, Line, Program
-from .rules import _NumpyFunction
+from .rules import Call, _NumpyFunction
 
 
 class Printer(NumPyPrinter):
@@ -34,10 +34,20 @@ class Printer(NumPyPrinter):
         return repr(float(expr))
 
     def _print_Function(self, expr):
+        if isinstance(expr, Call):
+            callee = expr.callee
+            if callee.startswith("np."):
+                callee = self.np_alias + callee[2:]
+            return f"{callee}({', '.join(self._print(a) for a in expr.args)})"
         if isinstance(expr, _NumpyFunction):
-            args = [self._print(a) for a in expr.args]
-            return expr.numpy_template.format(*args, np=self.np_alias)
+            # Printed from its tree; its precedence is the tree's, so it is parenthesised
+            # as an operand wherever the tree would be.
+            return self._print(expr.numpy())
         return super()._print_Function(expr)
+
+    def _print_Relational(self, expr):
+        # Only ever np.where's condition, an argument: no parentheses needed around it.
+        return f"{self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)}"
 
     def _print_Pow(self, expr, rational=False):
         # 1/x rather than x**(-1.0): the same float64, easier to read.

@@ -279,7 +279,8 @@ class Expressions:
             return self._stop_gradient(node)
         row = rules.lookup(obj)
         name = ast.unparse(node.func)
-        if row is None and rules.no_gradient(obj):
+        if row is None and rules.no_gradient(obj) or row is not None and \
+                row.names[0] in rules.CONSTRUCTORS and not self._carries_gradient(node, row):
             return self._constant(node)
         if row is None:
             if isinstance(obj, FunctionSource) or _user_function(obj):
@@ -313,6 +314,14 @@ class Expressions:
                 calls.append((expr, code))
             return Val(expr, code, calls)
         return self._array_op(node, row, args)
+
+    def _carries_gradient(self, node, row) -> bool:
+        """Whether an argument of ``row`` that has a gradient (not a shape or a count, whose
+        rule is empty) depends on the differentiated inputs."""
+        given = [*zip(row.params, node.args, strict=False),
+                 *((k.arg, k.value) for k in node.keywords)]
+        return any(row.vjp.get(p, "?") and any(
+            n in self.active for n in names_in(self._constant_code(a))) for p, a in given)
 
     def _is_local_value(self, node) -> bool:
         """Whether ``node`` is a value computed in the function (so .sum() is a method)."""
@@ -372,13 +381,14 @@ class Expressions:
                 names = [self._operand(self._expr(e), e) for e in a.elts]
                 operands += [(p, n, i) for i, n in enumerate(names)]
                 codes[p] = ast.List([ast.Name(n, ast.Load()) for n in names], ast.Load())
-            elif p in row.vjp:
+            elif row.vjp.get(p):
                 n = self._operand(self._expr(a), a)
                 operands.append((p, n, None))
                 codes[p] = ast.Name(n, ast.Load())
             else:
                 code = self._constant_code(a)
-                if isinstance(code, ast.Name) and code.id in self.active:
+                if isinstance(code, ast.Name) and code.id in self.active and \
+                        p not in row.vjp:  # (an empty rule: it has no gradient)
                     self.fail(a, f"{p} must not depend on the differentiated inputs",
                               f"a constant {p}, such as a number or x.shape")
                 text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
@@ -411,6 +421,9 @@ class Expressions:
         """The user's own call (or operator, or method), with its operands renamed."""
         if isinstance(node, ast.BinOp):
             return ast.BinOp(codes["a"], node.op, codes["b"])
+        if isinstance(node, ast.Subscript) and row.sequence:  # np.r_[a, b]
+            items = ast.Tuple(codes[row.sequence].elts, ast.Load())
+            return ast.Subscript(self._constant_code(node.value), items, ast.Load())
         if isinstance(node, ast.Subscript):
             return ast.Subscript(codes["a"], codes["index"], ast.Load())
         if isinstance(node, ast.Attribute):  # x.T
@@ -432,9 +445,29 @@ class Expressions:
         return ast.Call(func, args, keywords)
 
     def _subscript(self, node) -> Val:
+        row = rules.concatenator(_reference(node.value, self.parsed.namespace))
+        if row is not None and not self._is_local_value(node.value):
+            return self._concatenation(node, row)
         if not self._is_local_value(node.value) or self._inactive(node.value):
             return self._constant(node)
         return self._array_op(node, rules.INDEX, {"a": node.value, "index": node.slice})
+
+    def _concatenation(self, node, row) -> Val:
+        """np.r_[a, b, ...], np.c_[...]: a concatenation of its items, where one of them
+        depends on the differentiated inputs (else a constant, run as written)."""
+        code = self._constant_code(node)
+        if not any(n in self.active for n in names_in(code)):
+            return self._constant(node)
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        for e in items:
+            if isinstance(e, ast.Slice) or isinstance(e, ast.Constant) and isinstance(
+                    e.value, str):
+                what = "a slice (a range)" if isinstance(e, ast.Slice) else \
+                    "a string directive"
+                self.fail(e, f"{ast.unparse(node.value)}[...] with {what} among values that "
+                          "depend on the differentiated inputs is not supported",
+                          "np.concatenate of arrays (np.arange for a range)")
+        return self._array_op(node, row, {"items": ast.List(items, ast.Load())})
 
     def _inactive(self, node) -> bool:
         return isinstance(node, ast.Name) and node.id in self.env and \
@@ -482,6 +515,16 @@ class Expressions:
 OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
         ast.MatMult: "@", ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<",
         ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
+
+
+def _reference(node, namespace):
+    """The module-level object a dotted name (np.r_) refers to, or None; nothing recorded."""
+    if isinstance(node, ast.Name):
+        obj = namespace.lookup(node.id)
+        return None if obj is MISSING else obj
+    if isinstance(node, ast.Attribute):
+        return getattr(_reference(node.value, namespace), node.attr, None)
+    return None
 
 
 def _library(module) -> bool:

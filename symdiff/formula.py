@@ -302,6 +302,8 @@ def _reference(node, namespace):
 _SHOWN_AS = (
     (rules.Power, lambda a, b: sp.Pow(a, b)),
     (rules.LogOrZero, sp.log),
+    (rules.PowerSlope, lambda a, b: b * a ** (b - 1)),
+    (rules.Ratio, lambda a, b: a / b),
     (rules.Maximum, sp.Max),
     (rules.Minimum, sp.Min),
     (rules.FMax, sp.Max),  # as np.maximum, but a NaN operand is ignored

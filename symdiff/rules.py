@@ -16,14 +16,59 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import sympy as sp
+from sympy.printing.precedence import precedence
 
 # --- SymPy functions that NumPy has and SymPy lacks (or defines with other conventions) ---
+#
+# Each prints as the expression tree its ``numpy()`` method builds, with SymPy's printer
+# (emit.Printer): never as a string template, which drops parentheses (a template
+# ``heaviside({0} - {1})`` of b = lo - 1.0 reads x - lo - 1.0).
+
+
+class Call(sp.Function):
+    """``callee(arg, ...)`` in printed code: a NumPy function (``np.`` is printed as the
+    generated module's alias for NumPy) or a helper of runtime's. Made by ``call``."""
+
+    callee = ""
+
+
+_CALLS: dict[str, type] = {}
+
+
+def call(callee: str) -> type:
+    """The SymPy function printed as a call of ``callee``: ``call("np.isnan")(x)``."""
+    if callee not in _CALLS:
+        name = "Call_" + callee.replace(".", "_")
+        _CALLS[callee] = type(name, (Call,), {"callee": callee})
+    return _CALLS[callee]
+
+
+def where(condition, a, b):
+    """``np.where(condition, a, b)`` as a tree; ``condition`` a SymPy relation."""
+    return call("np.where")(condition, a, b)
+
+
+def is_zero(a):
+    """``a == 0`` as a tree (kept as written: SymPy would decide it where it can)."""
+    return sp.Eq(a, 0, evaluate=False)
 
 
 class _NumpyFunction(sp.Function):
-    """A SymPy function printed as a NumPy call: ``numpy_template`` formats the arguments."""
+    """A SymPy function that NumPy computes; ``numpy()`` is the tree printed for it."""
 
-    numpy_template = ""
+    def numpy(self):
+        raise NotImplementedError(type(self).__name__)
+
+    @property
+    def precedence(self):
+        # How the printed form binds (Power(a, b) prints as a**b, not as a call), so that
+        # SymPy's printer parenthesises it where it is an operand.
+        return precedence(self.numpy())
+
+    def _eval_is_extended_real(self):
+        # Real for real arguments (NumPy gives NaN where it is not): SymPy's derivative of
+        # Abs(f) is then sign(f)*f', not its complex form f*sign(f)/f, NaN at f = 0.
+        return True
 
 
 def _zero_derivative(name: str) -> type:
@@ -32,11 +77,10 @@ def _zero_derivative(name: str) -> type:
     def fdiff(self, argindex=1):
         return sp.S.Zero
 
-    return type(name, (_NumpyFunction,), {
-        "fdiff": fdiff, "numpy_template": f"{{np}}.{name.lower()}({{0}})", "nargs": 1,
-    })
+    def numpy(self):
+        return call(f"np.{name.lower()}")(*self.args)
 
-
+    return type(name, (_NumpyFunction,), {"fdiff": fdiff, "numpy": numpy, "nargs": 1})
 
 
 class Round(_NumpyFunction):
@@ -44,9 +88,8 @@ class Round(_NumpyFunction):
 
     nargs = (1, 2)
 
-    @property
-    def numpy_template(self):
-        return "{np}.round({0})" if len(self.args) == 1 else "{np}.round({0}, {1})"
+    def numpy(self):
+        return call("np.round")(*self.args)
 
     def fdiff(self, argindex=1):
         return sp.S.Zero
@@ -63,7 +106,9 @@ class Step(_NumpyFunction):
     """Heaviside step, 1/2 at 0: the share each side of a tie gets (JAX, autograd)."""
 
     nargs = 1
-    numpy_template = "{np}.heaviside({0}, 0.5)"
+
+    def numpy(self):
+        return call("np.heaviside")(self.args[0], sp.Float(0.5))
 
     def fdiff(self, argindex=1):
         return sp.S.Zero
@@ -73,8 +118,11 @@ class NanStep(_NumpyFunction):
     """The share of the first operand of fmax(a, b): 1 if b is NaN, 0 if a is, else a step."""
 
     nargs = 2
-    numpy_template = ("{np}.where({np}.isnan({1}), 1.0, {np}.where({np}.isnan({0}), 0.0, "
-                      "{np}.heaviside({0} - {1}, 0.5)))")
+
+    def numpy(self):
+        a, b = self.args
+        isnan = call("np.isnan")
+        return where(isnan(b), sp.Float(1.0), where(isnan(a), sp.Float(0.0), Step(a - b)))
 
     def fdiff(self, argindex=1):
         return sp.S.Zero
@@ -87,19 +135,21 @@ def _pairwise(name: str, numpy_name: str, share, doc: str) -> type:
         a, b = self.args
         return share(a, b) if argindex == 1 else share(b, a)
 
+    def numpy(self):
+        return call(numpy_name)(*self.args)
+
     return type(name, (_NumpyFunction,), {
-        "__doc__": doc, "nargs": 2, "fdiff": fdiff,
-        "numpy_template": f"{{np}}.{numpy_name}({{0}}, {{1}})",
+        "__doc__": doc, "nargs": 2, "fdiff": fdiff, "numpy": numpy,
     })
 
 
-Maximum = _pairwise("Maximum", "maximum", lambda a, b: Step(a - b),
+Maximum = _pairwise("Maximum", "np.maximum", lambda a, b: Step(a - b),
                     "np.maximum: at a tie each side gets half the gradient.")
-Minimum = _pairwise("Minimum", "minimum", lambda a, b: Step(b - a),
+Minimum = _pairwise("Minimum", "np.minimum", lambda a, b: Step(b - a),
                     "np.minimum: at a tie each side gets half the gradient.")
-FMax = _pairwise("FMax", "fmax", NanStep,
+FMax = _pairwise("FMax", "np.fmax", NanStep,
                  "np.fmax: as np.maximum, but a NaN operand is ignored (no gradient).")
-FMin = _pairwise("FMin", "fmin", lambda a, b: NanStep(-a, -b),
+FMin = _pairwise("FMin", "np.fmin", lambda a, b: NanStep(-a, -b),
                  "np.fmin: as np.minimum, but a NaN operand is ignored (no gradient).")
 
 
@@ -107,27 +157,46 @@ class Cbrt(_NumpyFunction):
     """Real cube root (SymPy's ``cbrt`` is the principal root: NaN slopes for x < 0)."""
 
     nargs = 1
-    numpy_template = "{np}.cbrt({0})"
+
+    def numpy(self):
+        return call("np.cbrt")(self.args[0])
 
     def fdiff(self, argindex=1):
         return 1 / (3 * Cbrt(self.args[0]) ** 2)
 
 
-class Hypot(_NumpyFunction):
-    """np.hypot, whose derivative a / hypot(a, b) cannot overflow as a / sqrt(a**2 + b**2) can."""
+class Ratio(_NumpyFunction):
+    """``a / b``, with 0 where ``b`` is 0 (for an ``a`` that is 0 wherever b is: x / hypot(x,
+    y) at (0, 0)); one division, never a * (1/b), which overflows for a subnormal b."""
 
     nargs = 2
-    numpy_template = "{np}.hypot({0}, {1})"
+
+    def numpy(self):
+        a, b = self.args
+        return call("np.divide")(a, where(is_zero(b), sp.Float(1.0), b))
+
+
+class Hypot(_NumpyFunction):
+    """np.hypot, whose derivative a / hypot(a, b) cannot overflow as a / sqrt(a**2 + b**2)
+    can; at (0, 0), 0 (the convention of the norm at 0, as JAX's)."""
+
+    nargs = 2
+
+    def numpy(self):
+        return call("np.hypot")(*self.args)
 
     def fdiff(self, argindex=1):
-        return self.args[argindex - 1] / self
+        return Ratio(self.args[argindex - 1], self)
 
 
 class Sigmoid(_NumpyFunction):
-    """1 / (1 + exp(-x)), written with tanh so that it cannot overflow."""
+    """1 / (1 + exp(-x)), as exp(-logaddexp(0, -x)): it cannot overflow, and keeps its
+    relative precision in both tails (0.5 + 0.5*tanh(x/2) is 0 below x = -37)."""
 
     nargs = 1
-    numpy_template = "(0.5 + 0.5*{np}.tanh(0.5*({0})))"
+
+    def numpy(self):
+        return sp.exp(-call("np.logaddexp")(sp.Integer(0), -self.args[0]))
 
     def fdiff(self, argindex=1):
         return Sigmoid(self.args[0]) * (1 - Sigmoid(self.args[0]))
@@ -138,7 +207,9 @@ class LogAddExp(_NumpyFunction):
     not need logaddexp's own value)."""
 
     nargs = 2
-    numpy_template = "{np}.logaddexp({0}, {1})"
+
+    def numpy(self):
+        return call("np.logaddexp")(*self.args)
 
     def fdiff(self, argindex=1):
         a, b = self.args
@@ -146,34 +217,58 @@ class LogAddExp(_NumpyFunction):
 
 
 class LogAddExp2(_NumpyFunction):
-    """np.logaddexp2 with the stable derivative 2**(a - logaddexp2(a, b))."""
+    """np.logaddexp2, whose derivative 2**a / (2**a + 2**b) is the sigmoid of (a - b)*log(2):
+    stable (2**(a - logaddexp2(a, b)) is not: SymPy splits it into 2**a * 2**-v)."""
 
     nargs = 2
-    numpy_template = "{np}.logaddexp2({0}, {1})"
+
+    def numpy(self):
+        return call("np.logaddexp2")(*self.args)
 
     def fdiff(self, argindex=1):
-        return 2 ** (self.args[argindex - 1] - self)
+        a, b = self.args
+        return Sigmoid((a - b) * sp.log(2)) if argindex == 1 else Sigmoid((b - a) * sp.log(2))
 
 
 class LogOrZero(_NumpyFunction):
     """log(x), but 0 where x == 0: the factor in d(x**y)/dy, which is 0 at x = 0 (JAX)."""
 
     nargs = 1
-    numpy_template = "{np}.log({np}.where({0} == 0, 1.0, {0}))"
+
+    def numpy(self):
+        x = self.args[0]
+        if x.is_number and x.is_nonzero:  # 2 ** y: log(2), no test needed
+            return sp.log(x)
+        return sp.log(where(is_zero(x), sp.Float(1.0), x))
 
     def fdiff(self, argindex=1):
         return 1 / self.args[0]
+
+
+class PowerSlope(_NumpyFunction):
+    """d(x**y)/dx = y*x**(y - 1), but 0 where y == 0 (x**0 is 1 everywhere: at x = 0 the
+    formula is 0 * inf). The exponent is y - 1 only where y is not 0, as autograd's."""
+
+    nargs = 2
+
+    def numpy(self):
+        x, y = self.args
+        # (1.0, not 1: the exponent a float array, which an integer x can take as well)
+        exponent = where(is_zero(y), sp.Float(1.0), y - 1)
+        return sp.Mul(y, sp.Pow(x, exponent, evaluate=False), evaluate=False)
 
 
 class Power(_NumpyFunction):
     """x**y for a y that is not a number: y*x**(y-1), never y*x**y/x, which fails at x = 0."""
 
     nargs = 2
-    numpy_template = "({0})**({1})"
+
+    def numpy(self):
+        return sp.Pow(*self.args, evaluate=False)
 
     def fdiff(self, argindex=1):
         x, y = self.args
-        return y * Power(x, y - 1) if argindex == 1 else self * LogOrZero(x)
+        return PowerSlope(x, y) if argindex == 1 else self * LogOrZero(x)
 
 
 def _power(x, y):
@@ -216,7 +311,9 @@ class ArrayOp:
     adjoint ``{g}``, the output ``{out}``, ``{np}``, and every parameter by name (operands
     are names; other parameters are their code, or ``defaults`` when left out). A
     ``sequence`` parameter takes a list of arrays; its template also sees ``{i}``, the
-    position in the list. ``method`` is the ndarray method spelling, if any.
+    position in the list. ``method`` is the ndarray method spelling, if any. An empty
+    template marks a parameter that may depend on the differentiated inputs although it
+    has no gradient (a shape, a count, np.arange's stop): it is read as code, not refused.
     """
 
     names: tuple[str, ...]
@@ -320,13 +417,12 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
       {"a": "_extreme_share({g}, {a}, {out}, {axis}, {keepdims})"}, _RED, method="min",
       note="ties share the gradient equally", positional=2),
     A(("np.var",), ("a", "axis", "ddof", "keepdims"),
-      {"a": _UNREDUCE + " * 2 * ({a} - {np}.mean({a}, {axis}, keepdims=True))"
-            " / (_count({a}, {out}) - {ddof})"},
+      {"a": "_var_grad({g}, {a}, {out}, {axis}, {ddof}, {keepdims})"},
       {"axis": "None", "ddof": "0", "keepdims": "False"}, method="var", positional=2),
     A(("np.std",), ("a", "axis", "ddof", "keepdims"),
-      {"a": "_unreduce({g} / {out}, {a}, {axis}, {keepdims})"
-            " * ({a} - {np}.mean({a}, {axis}, keepdims=True)) / (_count({a}, {out}) - {ddof})"},
-      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="std", positional=2),
+      {"a": "_std_grad({g}, {a}, {out}, {axis}, {ddof}, {keepdims})"},
+      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="std", positional=2,
+      note="0 where the entries are equal (one entry, or equal by construction)"),
     A(("np.linalg.norm",), ("x", "ord", "axis", "keepdims"),
       {"x": "_norm_grad({g}, {x}, {out}, {ord}, {axis}, {keepdims})"},
       {"ord": "None", "axis": "None", "keepdims": "False"},
@@ -368,6 +464,24 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
       sequence="tup"),
     A(("np.vstack",), ("tup",), {"tup": "_part({g}, {tup}, {i}, None, 'vstack')"},
       sequence="tup"),
+    # Constructors whose entries are numbers from the arguments (NO_GRADIENT has the rest).
+    A(("np.full",), ("shape", "fill_value", "dtype"),
+      {"shape": "", "fill_value": "_fill_grad({g}, {fill_value}, {dtype})"},
+      {"dtype": "None"}, positional=3, note="the gradient of fill_value is the sum"),
+    A(("np.full_like",), ("a", "fill_value", "dtype"),
+      {"a": "", "fill_value": "_fill_grad({g}, {fill_value}, {dtype}, {a})"},
+      {"dtype": "None"}, positional=3, note="a's values carry no gradient"),
+    A(("np.arange",), ("start", "stop", "step", "dtype"),
+      {"start": "_arange_grad({g}, {out}, {stop}, {dtype}, 0)", "stop": "",
+       "step": "_arange_grad({g}, {out}, {stop}, {dtype}, 2)"},
+      {"stop": "None", "step": "None", "dtype": "None"}, positional=3,
+      note="entries start + k*step; their count (from stop) carries no gradient"),
+    A(("np.linspace",), ("start", "stop", "num", "endpoint", "dtype", "axis"),
+      {"start": "_linspace_grad({g}, {start}, {stop}, {num}, {endpoint}, {dtype}, {axis}, 0)",
+       "stop": "_linspace_grad({g}, {start}, {stop}, {num}, {endpoint}, {dtype}, {axis}, 1)",
+       "num": ""},
+      {"num": "50", "endpoint": "True", "dtype": "None", "axis": "0"}, positional=4,
+      note="linear in start and stop; retstep= refused"),
     A(("np.where",), ("condition", "x", "y"),
       {"x": "_unbroadcast({np}.where({condition}, {g}, 0.0), {x})",
        "y": "_unbroadcast({np}.where({condition}, 0.0, {g}), {y})"},
@@ -383,13 +497,35 @@ ARRAY_OPS += (A_LSE,)
 INDEX = A(("x[...]",), ("a", "index"), {"a": "_scatter({g}, {a}, {np}.index_exp[{index}])"},
           note="slices, newaxis, integer arrays (repeats accumulate), boolean masks")
 
+# Concatenations written as an index, np.r_[a, b, ...] and np.c_[...]: rows by the object.
+_RC = "of numbers and arrays; a slice or string directive only if all is constant"
+CONCATENATORS = (
+    A(("np.r_[...]",), ("items",), {"items": "_rc_part({g}, {items}, {i}, 'r')"},
+      sequence="items", note=_RC),
+    A(("np.c_[...]",), ("items",), {"items": "_rc_part({g}, {items}, {i}, 'c')"},
+      sequence="items", note=_RC),
+)
+_CONCATENATOR_IDS = {id(np.r_): CONCATENATORS[0], id(np.c_): CONCATENATORS[1]}
+
+
+def concatenator(obj):
+    """The row of np.r_ or np.c_ (which are indexed, not called), or None."""
+    return _CONCATENATOR_IDS.get(id(obj)) if obj is np.r_ or obj is np.c_ else None
+
+
 # ndarray methods, by name, and the function each one is.
 METHODS = {row.method: row for row in ARRAY_OPS if row.method}
 METHODS["flatten"] = METHODS["ravel"]
 
 # Functions whose value carries no gradient: run as they are, constants to the differentiator.
-NO_GRADIENT = ("np.zeros_like", "np.ones_like", "np.full_like", "np.zeros", "np.ones",
-               "np.full", "np.eye", "np.identity", "np.arange", "np.linspace", "np.argmax",
+# Constructors with a rule above, run as constants where no argument depends on the
+# differentiated inputs (as they were before they had rules: any keyword NumPy takes).
+CONSTRUCTORS = ("np.full", "np.full_like", "np.arange", "np.linspace")
+
+# Each has derivative 0, or cannot take a float from its arguments (np.full, np.arange and
+# np.linspace can: they are ARRAY_OPS).
+NO_GRADIENT = ("np.zeros_like", "np.ones_like", "np.zeros", "np.ones",
+               "np.eye", "np.identity", "np.argmax",
                "np.argmin", "np.argsort", "np.shape", "np.ndim", "np.size", "np.isnan",
                "np.isfinite", "np.isinf", "len", "range", "int", "bool",
                "np.logical_and", "np.logical_or", "np.logical_not", "np.greater",

@@ -474,3 +474,84 @@ def _untile(g, x, reps):
     split = [d for r, s in zip(reps, shape, strict=True) for d in (r, s)]
     g = np.sum(np.reshape(g, split), axis=tuple(range(0, 2 * n, 2)))
     return np.reshape(g, np.shape(x))
+
+
+# --- helpers of the rules added for the edges (issue 10) ---
+
+
+def _centered(a, axis=None):
+    """``a`` minus its mean along ``axis``, then minus the mean of that: the rounding error
+    of the first mean removed (entries equal by construction give exact zeros, where one
+    subtraction leaves a spread of an ulp that std would divide by)."""
+    c = a - np.mean(a, axis, keepdims=True)
+    return c - np.mean(c, axis, keepdims=True)
+
+
+def _var_grad(g, a, out, axis=None, ddof=0, keepdims=False):
+    """The adjoint of ``np.var(a, axis, ddof=ddof, keepdims=keepdims)``."""
+    return _unreduce(g, a, axis, keepdims) * 2 * _centered(a, axis) / (_count(a, out) - ddof)
+
+
+def _std_grad(g, a, out, axis=None, ddof=0, keepdims=False):
+    """The adjoint of ``np.std(a, ...)``: (a - mean) / ((n - ddof) * std), and 0 where the
+    entries are equal (std is 0 there, smooth along equal entries: the subgradient 0, as
+    for the norm at 0)."""
+    c = _centered(a, axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = _unreduce(g / out, a, axis, keepdims) * c / (_count(a, out) - ddof)
+    return np.where(c == 0, 0.0, share)
+
+
+def _rc_part(g, items, i, how):
+    """The adjoint of ``items[i]`` in ``np.r_[items]`` (how 'r') or ``np.c_[items]`` ('c'):
+    its slice of ``g`` along the axis they were joined on, in its own shape."""
+    axis = 0 if how == "r" else -1
+    sizes = [_rc_shape(np.shape(v), how)[axis] for v in items]
+    start = sum(sizes[:i])
+    part = np.take(g, np.arange(start, start + sizes[i]), axis=axis)
+    return np.reshape(part, np.shape(items[i]))
+
+
+def _rc_shape(shape, how):
+    """The shape NumPy gives an item of np.r_ (at least 1-D) or np.c_ (at least 2-D, a
+    1-D item as a column) before joining."""
+    if how == "r":
+        return shape or (1,)
+    return {0: (1, 1), 1: shape + (1,)}.get(len(shape), shape)
+
+
+def _float_kind(dtype=None, like=None):
+    """Whether a constructor's entries are floats: its dtype's, else ``like``'s (np.full_like),
+    else yes. Integer entries truncate the numbers they are made from: no gradient."""
+    if dtype is not None:
+        return np.dtype(dtype).kind in "fc"
+    return like is None or np.asarray(like).dtype.kind in "fc"
+
+
+def _fill_grad(g, fill, dtype=None, like=None):
+    """The adjoint of ``fill_value`` in np.full / np.full_like: g summed down to its shape."""
+    if not _float_kind(dtype, like):
+        return _zeros(fill)
+    return _unbroadcast(g, fill)
+
+
+def _arange_grad(g, out, stop, dtype, which):
+    """The adjoint of ``start`` (which 0) or ``step`` (2) of np.arange: entry k is
+    start + k*step. Called with one argument, np.arange's only argument is the stop."""
+    if stop is None or not _float_kind(dtype):
+        return 0.0
+    if which == 0:
+        return np.sum(g)
+    return np.sum(g * np.arange(np.size(out)))
+
+
+def _linspace_grad(g, start, stop, num, endpoint, dtype, axis, which):
+    """The adjoint of ``start`` (which 0) or ``stop`` (1) of np.linspace: entry k is
+    start*(1 - t_k) + stop*t_k, t_k = k/(num - 1) (k/num without the endpoint)."""
+    x = stop if which else start
+    if not _float_kind(dtype):
+        return _zeros(x)
+    t = np.linspace(0.0, 1.0, num, endpoint=endpoint)
+    share = np.tensordot(t if which else 1.0 - t, np.moveaxis(np.asarray(g), axis, 0),
+                         axes=(0, 0))
+    return _unbroadcast(share, x)

@@ -19,10 +19,10 @@ import math
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, load
+from gradcheck import check_grad, load, numeric_grad
 
-from symdiff import grad, value_and_grad
-from symdiff.rules import ELEMENTWISE, lookup, resolve_name
+from symdiff import SymdiffError, grad, rules, value_and_grad
+from symdiff.rules import ELEMENTWISE, NO_GRADIENT, lookup, resolve_name
 
 SPELLINGS = [(row, name) for row in ELEMENTWISE for name in row.names]
 ARRAY_SPELLINGS = [(row, name) for row, name in SPELLINGS if name.startswith("np.")]
@@ -357,25 +357,631 @@ def test_power_derivative_at_a_zero_base(name):
     assert grad(f)(0.0, 3.0) == 0.0
 
 
-def test_every_custom_sympy_function_prints_as_one_operand():
-    """A template printed inside a product or power keeps its meaning (no bare a + b)."""
+def test_every_custom_sympy_function_prints_as_its_tree():
+    """Each of the table's own SymPy functions prints, with compound arguments and inside a
+    product, a power (as base and as exponent) and a negation, as the value it has with
+    plain arguments: no operand loses its parentheses (issue 10, item 24)."""
     import sympy as sp
 
-    from symdiff import rules, runtime
+    from symdiff import algebra, rules, runtime
     from symdiff.emit import Printer
 
-    a, b = sp.symbols("a b", real=True)
+    a, b, u, v = sp.symbols("a b u v", real=True)
     printer = Printer()
-    env = {**vars(runtime), "np": np, "a": 0.7, "b": 2}  # the helpers some templates call
-    for cls in rules._NumpyFunction.__subclasses__() + [rules.Round]:
-        for args in ((a,), (a, b)):
+    env = {**vars(runtime), "np": np, "a": 0.7, "b": 1.3}
+    # u and v stand for the compound arguments; their values are those of the compounds.
+    compounds = (a - b / 4, a * b - 0.25)
+    env.update(u=eval(printer.doprint(compounds[0]), dict(env)),  # noqa: S307
+               v=eval(printer.doprint(compounds[1]), dict(env)))  # noqa: S307
+
+    def value(expr):
+        return eval(printer.doprint(expr), dict(env))  # noqa: S307
+
+    classes = [c for c in vars(rules).values() if isinstance(c, type) and issubclass(
+        c, rules._NumpyFunction) and c is not rules._NumpyFunction]
+    classes += [algebra.Times]
+    tried = 0
+    for cls in classes:
+        for count in (1, 2) if cls is not rules.Round else (1,):  # (decimals: an int)
             try:
-                term = cls(*args)
+                plain, compound = cls(*(u, v)[:count]), cls(*compounds[:count])
             except (TypeError, ValueError):
                 continue
-            for wrapped in (3 * term, term ** 2, -term):
-                value = eval(printer.doprint(wrapped), dict(env))  # noqa: S307
-                alone = eval(printer.doprint(term), dict(env))  # noqa: S307
-                expected = {0: 3 * alone, 1: alone ** 2, 2: -alone}[
-                    [3 * term, term ** 2, -term].index(wrapped)]
-                assert np.isclose(value, expected), (cls.__name__, printer.doprint(wrapped))
+            alone = value(plain)
+            contexts = [lambda t: 3 * t, lambda t: t ** 3, lambda t: b ** t, lambda t: -t,
+                        lambda t: t - t ** 2, lambda t: b / t ** 2]
+            with np.errstate(all="ignore"):
+                expected = [3 * alone, alone ** 3, 1.3 ** alone, -alone, alone - alone ** 2,
+                            np.float64(1.3) / np.float64(alone) ** 2]
+            for context, e in zip(contexts, expected, strict=True):
+                for term in (plain, compound):
+                    with np.errstate(all="ignore"):
+                        got = value(context(term))
+                    assert np.isclose(got, e, equal_nan=True), (
+                        cls.__name__, printer.doprint(context(term)))
+            tried += 1
+    assert tried >= 20
+
+
+def test_printed_derivatives_keep_parentheses():
+    """np.fmax(x, lo - 1.0) and a power of a power (issue 10, item 24)."""
+    m = load("""
+        import numpy as np
+
+
+        def fmax(x, lo):
+            return np.fmax(x, lo - 1.0)
+
+
+        def fmin(x, lo):
+            return np.fmin(x, lo - 1.0) * 2.0
+
+
+        def power_of_power(a, x):
+            return (np.sin(a) ** x) ** 2
+
+
+        def power_of_power3(a, x):
+            return (np.sin(a) ** x) ** 3 + x * (np.sin(a) ** x) ** 2.5
+        """)
+    assert grad(m.fmax, wrt=(0, 1))(0.5, 1.2) == (1.0, 0.0)
+    assert grad(m.fmax)(0.5, 1.2) == 1.0  # lo - 1.0 used once: printed inside the step
+    assert grad(m.fmin)(0.1, 1.2) == 2.0
+    assert grad(m.fmin, wrt=(0, 1))(0.5, 1.2) == (0.0, 2.0)
+    assert grad(m.fmin, wrt=(0, 1))(0.1, 1.2) == (2.0, 0.0)
+    for f in (m.power_of_power, m.power_of_power3):
+        check_grad(f, [0.5, 1.5], wrt=(0, 1))
+        check_grad(f, [1.1, 0.7], wrt=(0, 1))
+
+
+ZERO = 0.0  # a module-level number: a symbol to the differentiator, so x - ZERO stays compound
+
+
+@pytest.mark.parametrize(("row", "name"), SPELLINGS, ids=_ids(SPELLINGS))
+def test_rule_with_compound_operands(row, name):
+    """Every spelling with operands ``p - ZERO`` (sums, which lose their meaning without
+    parentheses), inside a product and a power with a symbolic exponent."""
+    params = required(row)
+    operands = ", ".join(f"{p} - ZERO" for p in params)
+    module = load(f"""
+        import math
+
+        import numpy as np
+
+        ZERO = 0.0
+        TWO = 2.0
+
+
+        def f({', '.join(params)}):
+            v = {name}({operands})
+            return 3.0 * {name}({operands}) - v ** TWO + (v - ZERO) * ({name}({operands}))
+        """)
+    rng = np.random.default_rng(2024)
+    args = draw_point(row, rng, None)
+    check_grad(module.f, args, wrt=tuple(range(len(params))))
+    if name.startswith("np."):
+        args = draw_point(row, rng, 4)
+        check_grad(load(f"""
+            import numpy as np
+
+            ZERO = 0.0
+            TWO = 2.0
+
+
+            def f({', '.join(params)}):
+                return np.sum({name}({operands}) ** TWO * (1.0 - ZERO * {name}({operands})))
+            """, "f"), args, wrt=tuple(range(len(params))))
+
+
+# --- degenerate points: where a function is smooth, its gradient is finite (issue 10) ---
+
+
+def test_power_with_a_zero_exponent_at_a_zero_base():
+    """x**y with y == 0 is 1 everywhere: its slope in x is 0, also at x = 0 (autograd)."""
+    for name in ("np.power", "pow", "math.pow"):
+        f = make(name, ("x", "y"), reduce=False)
+        assert grad(f, wrt=(0, 1))(0.0, 0.0) == (0.0, 0.0), name
+        assert grad(f, wrt=(0, 1))(2.0, 0.0) == (0.0, math.log(2.0)), name
+    fa = make("np.power", ("x", "y"), reduce=True)
+    gx, gy = grad(fa, wrt=(0, 1))(np.array([0.0, 0.0, 2.0]), np.array([0.0, 2.0, 3.0]))
+    np.testing.assert_allclose(gx, [0.0, 0.0, 12.0])
+    np.testing.assert_allclose(gy, [0.0, 0.0, 8 * math.log(2.0)])
+
+
+@pytest.mark.parametrize("name", ["np.std", "np.var"])
+def test_spread_of_one_entry_has_gradient_zero(name):
+    f = make(name, ("x",), reduce=False)
+    assert grad(f)(np.array([3.0])).tolist() == [0.0]
+    g = load(f"""
+        import numpy as np
+
+
+        def f(x):
+            return np.sum({name}(x, axis=1)) + np.sum({name}(x, axis=0))
+        """, "f")
+    x = np.array([[1.0], [4.0]])
+    check_grad(g, [x])
+    rows = load(f"""
+        import numpy as np
+
+
+        def f(x):
+            return np.sum({name}(x, axis=1))
+        """, "f")
+    assert grad(rows)(np.array([[3.0], [-1.0]])).tolist() == [[0.0], [0.0]]
+
+
+def test_std_of_entries_equal_by_construction():
+    """The mean's rounding leaves x - mean an ulp off 0, std an ulp too: their ratio is
+    garbage, where the true gradient (and central differences) is 0 (issue 10, item 16)."""
+    m = load("""
+        import numpy as np
+
+
+        def ones(x):
+            v = np.ones(4) * x
+            return v.std()
+
+
+        def tiles(x):
+            return np.std(np.stack([x, x, x]) * 1.1) + np.std(x * np.ones((3, 7)), axis=1)[0]
+        """)
+    for x in (0.3, 0.1, 1e-8, 7.7, -123.456):
+        assert grad(m.ones)(x) == 0.0
+        assert grad(m.tiles)(x) == 0.0
+    std = make("np.std", ("x",), reduce=False)
+    np.testing.assert_array_equal(grad(std)(np.full(5, 0.1)), np.zeros(5))
+
+
+def test_hypot_at_the_origin_is_zero():
+    for name in ("np.hypot", "math.hypot"):
+        f = make(name, ("x", "y"), reduce=False)
+        assert grad(f, wrt=(0, 1))(0.0, 0.0) == (0.0, 0.0), name
+        gx, gy = grad(f, wrt=(0, 1))(0.0, -2.0)
+        assert (gx, gy) == (0.0, -1.0), name
+    fa = make("np.hypot", ("x", "y"), reduce=True)
+    gx, gy = grad(fa, wrt=(0, 1))(np.array([0.0, 3.0]), np.array([0.0, 4.0]))
+    np.testing.assert_allclose(gx, [0.0, 0.6])
+    np.testing.assert_allclose(gy, [0.0, 0.8])
+
+
+def test_abs_of_a_real_expression_at_zero():
+    """SymPy's derivative of Abs(f) for an f it cannot tell is real is f*sign(f)/f, NaN
+    at f = 0: the table's functions are real, so it is sign(f)*f' (issue 10, item 26)."""
+    m = load("""
+        import numpy as np
+
+
+        def mod(x):
+            return np.abs(x % 1.3)
+
+
+        def floor(x):
+            return abs(x - np.floor(x))
+
+
+        def lae2(t):
+            return np.abs(np.logaddexp2(0, t))
+        """)
+    assert grad(m.mod)(2.6) == 0.0
+    assert grad(m.mod)(2.7) == pytest.approx(1.0)
+    assert grad(m.floor)(3.0) == 0.0
+    assert grad(m.lae2)(2000.0) == 1.0
+    assert grad(m.lae2)(-2000.0) == 0.0
+    assert grad(m.lae2)(0.0) == pytest.approx(0.5)
+
+
+# --- np.r_ and np.c_: concatenations written as an index (issue 10, item 1) ---
+
+
+def test_r_and_c_of_differentiated_values():
+    m = load("""
+        import numpy as np
+
+
+        def r(x, s):
+            return np.sum(np.r_[x, 1.0, s, x * s] ** 2 * np.arange(8.0))
+
+
+        def r2(m, s):
+            return np.sum(np.r_[m, m * s] ** 3)
+
+
+        def c(x, s):
+            return np.sum(np.c_[x, 2.0 * x, s * x] ** 2 * np.arange(9.0).reshape(3, 3))
+
+
+        def c2(m, s):
+            return np.sum(np.c_[m, m * s, np.sin(m)] ** 2)
+
+
+        def one(s):
+            return np.sum(np.r_[s] * 3.0)
+
+
+        def constant(x):
+            return np.sum(np.r_[0:3, 1.0] * x)
+        """)
+    rng = np.random.default_rng(7)
+    x, mat = rng.standard_normal(3), rng.standard_normal((2, 3))
+    check_grad(m.r, [x, 0.7], wrt=(0, 1))
+    check_grad(m.r2, [mat, 0.7], wrt=(0, 1))
+    check_grad(m.c, [x, 0.7], wrt=(0, 1))
+    check_grad(m.c2, [mat, 0.7], wrt=(0, 1))
+    assert grad(m.one)(0.5) == 3.0
+    np.testing.assert_array_equal(grad(m.constant)(np.ones(4)), [0.0, 1.0, 2.0, 1.0])
+
+
+def test_r_with_a_slice_of_differentiated_values_is_refused():
+    f = load("""
+        import numpy as np
+
+
+        def f(x):
+            return np.sum(np.r_[x, 0:3])
+        """, "f")
+    with pytest.raises(SymdiffError) as info:
+        grad(f)(np.ones(2))
+    assert str(info.value).splitlines()[0].endswith(
+        ":6:28: np.r_[...] with a slice (a range) among values that depend on the "
+        "differentiated inputs is not supported")
+    assert "np.concatenate of arrays (np.arange for a range)" in str(info.value)
+
+
+# --- the no-gradient row (issue 10, item 2) ---
+
+
+def _calls(fn, values):
+    """``fn`` called on floats every way it takes them: one operand, two, and after a
+    count (np.full(2, v)); each as (arguments, result), those it refuses left out."""
+    for args in (values[:1], values, [2, values[0]]):
+        try:
+            yield args, fn(*args)
+        except (TypeError, ValueError):
+            continue
+
+
+@pytest.mark.parametrize("name", NO_GRADIENT)
+def test_no_gradient_functions_are_constant_in_floats(name):
+    """Each function of the no-gradient row either refuses floats, gives no floats
+    (integers, booleans, shapes), or gives the same value when its floats move: np.linspace,
+    np.arange and np.full did not, and got rules."""
+    fn = resolve_name(name)
+    rng = np.random.default_rng(3)
+    for values in ([0.3, 1.7], [rng.standard_normal(4), rng.standard_normal(4)],
+                   [rng.standard_normal((2, 2)), rng.standard_normal((2, 2))]):
+        for args, out in _calls(fn, values):
+            if isinstance(out, range) or np.asarray(out).dtype.kind in "biu":
+                continue
+            moved = fn(*[a + 1e-7 if isinstance(a, (float, np.ndarray)) else a for a in args])
+            np.testing.assert_array_equal(out, moved, err_msg=name)
+
+
+def test_constructors_of_floats_have_gradients():
+    m = load("""
+        import numpy as np
+
+
+        def lin(a, b):
+            return np.sum(np.linspace(a, b, 5) ** 2)
+
+
+        def one_sample(a, b):
+            return np.sum(np.linspace(a, b, 1) * 3.0)
+
+
+        def steps(a, h):
+            return np.sum(np.arange(a, 3.0, h) ** 2)
+
+
+        def count(n, x):
+            return np.sum(np.arange(n) * x)
+
+
+        def fill(x, y):
+            return np.sum(np.full(3, y) * x) + np.sum(np.full_like(x, y) ** 2)
+
+
+        def integers(x, y):
+            return np.sum(np.full_like(x, y)) + np.sum(np.full(2, y, dtype=int))
+        """)
+    check_grad(m.lin, [0.3, 1.7], wrt=(0, 1))
+    # 2*sum(t*(1 - t)) and 2*sum(t*t) for t = 0, 1/4, ..., 1
+    assert grad(m.lin, wrt=(0, 1))(0.0, 1.0) == pytest.approx((1.25, 3.75))
+    assert grad(m.one_sample, wrt=(0, 1))(0.5, 2.0) == (3.0, 0.0)
+    check_grad(m.steps, [0.3, 0.7], wrt=(0, 1))
+    assert grad(m.count, wrt=(0, 1))(4, 2.0) == (0.0, 6.0)
+    check_grad(m.fill, [np.array([1.0, -2.0, 0.5]), 0.7], wrt=(0, 1))
+    # Integer entries truncate the number they are made of: no gradient.
+    assert grad(m.integers, wrt=1)(np.arange(3), 0.7) == 0.0
+    assert grad(m.integers, wrt=1)(np.ones(3), 0.7) == 3.0
+
+
+def test_integer_arguments_at_a_singular_point_give_inf_not_zero_division():
+    """Python numbers raise where NumPy gives inf (1/(1 - x**2) at x = 1): the gradient is
+    run again on NumPy scalars, integers too."""
+    f = make("np.arctanh", ("x",), reduce=False)
+    with np.errstate(divide="ignore"):
+        assert grad(f)(1) == math.inf
+        assert grad(f)(1.0) == math.inf
+    g = load("""
+        import numpy as np
+
+
+        def g(x, n):
+            return np.sum(x[:n]) / (n - 2)
+        """, "g")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert grad(g, wrt=(0, 1))(np.ones(3), 2)[1] == -math.inf
+
+
+def test_hypot_of_subnormals_and_logaddexp_tails_keep_their_precision():
+    """x / hypot(x, y) as one division (x * (1/h) overflows for a subnormal h), and the
+    sigmoid of logaddexp's derivative exact in its tails (0.5 + 0.5*tanh(x/2) is 0 there)."""
+    f = make("np.hypot", ("x", "y"), reduce=False)
+    gx, gy = grad(f, wrt=(0, 1))(1e-310, -1e-310)
+    np.testing.assert_allclose([gx, gy], [2 ** -0.5, -2 ** -0.5], rtol=1e-12)
+    for name, scale in (("np.logaddexp", 1.0), ("np.logaddexp2", math.log(2.0))):
+        f = make(name, ("x", "y"), reduce=False)
+        gx, gy = grad(f, wrt=(0, 1))(-700.0, 1.0)
+        assert gy == 1.0
+        assert gx == pytest.approx(math.exp(-701.0 * scale), rel=1e-9)
+        gx, gy = grad(f, wrt=(0, 1))(50.0, 0.0)
+        assert gy == pytest.approx(math.exp(-50.0 * scale), rel=1e-9)
+
+
+# --- every row at edge points (issue 10): zeros, ties, integers, booleans, 0-d, float32 ---
+
+EDGE_SCALARS = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0)
+
+
+def _edge_points(row):
+    if len(required(row)) == 1:
+        return [(v,) for v in EDGE_SCALARS]
+    if "a_min" in row.params:
+        return [(a, -1.0, 1.0) for a in (-1.0, 1.0, 0.0, 2.0)] + [(0.0, 0.0, 0.0)]
+    return [(a, b) for a in (0.0, 1.0, -1.0, 0.5) for b in (0.0, 1.0, -1.0, 0.5)]
+
+
+@pytest.mark.parametrize(("row", "name"), SPELLINGS, ids=_ids(SPELLINGS))
+def test_rule_at_edge_points(row, name):
+    """Where central differences and JAX (where it has the function) agree on a finite
+    gradient, the function is smooth there: symdiff must give that gradient, not NaN."""
+    jnp = None
+    if name.startswith("np."):
+        jax = pytest.importorskip("jax")
+        jax.config.update("jax_enable_x64", True)
+        jnp = getattr(pytest.importorskip("jax.numpy"), name[3:], None)
+    params = required(row)
+    f = make(name, params, reduce=False)
+    wrt = tuple(range(len(params)))
+    g = grad(f, wrt=wrt)
+    for point in _edge_points(row):
+        with np.errstate(all="ignore"):
+            try:
+                value = f(*point)
+                if isinstance(value, complex) or not np.isfinite(value):
+                    continue  # (pow(-1.0, 0.5) is complex)
+                # Two step sizes that agree: no jump or kink in reach of the steps.
+                numeric = [numeric_grad(f, list(point), i) for i in wrt]
+                finer = [numeric_grad(f, list(point), i, h=1e-7) for i in wrt]
+            except (ValueError, TypeError, ZeroDivisionError, OverflowError):
+                continue  # a step left the domain (math's error, or a complex power)
+            ours = g(*point)
+        reference = finer
+        if jnp is not None:
+            import jax
+            reference = [float(v) for v in jax.grad(jnp, argnums=wrt)(*map(float, point))]
+        for i, (o, n, m, r) in enumerate(zip(ours, numeric, finer, reference, strict=True)):
+            if np.isfinite(n) and np.isclose(n, m, rtol=1e-4, atol=1e-6) and np.isclose(
+                    n, r, rtol=1e-4, atol=1e-6):
+                assert o == pytest.approx(n, rel=1e-4, abs=1e-6), (name, point, i)
+
+
+@pytest.mark.parametrize(("row", "name"), SPELLINGS, ids=_ids(SPELLINGS))
+def test_rule_on_integer_boolean_0d_and_float32_arguments(row, name):
+    """Other kinds of numbers are differentiated as the float64 numbers they are equal to,
+    and each gradient has its parameter's shape, as float64 (a float for a scalar)."""
+    params = required(row)
+    wrt = tuple(range(len(params)))
+    point = [1.0, -2.0, 3.0][:len(params)] if "a_min" not in params else [2.0, -1.0, 3.0]
+    # (Not booleans, nor 8-bit integers: NumPy computes with them in float16, and the
+    # derivatives reuse the float16 values the function computed.)
+    kinds = [int, np.int64, np.float32] if len(params) == 1 else [int, np.float32]
+    if name.startswith("np."):
+        kinds += [np.array, lambda v: np.array([v, v], dtype=np.int32),
+                  lambda v: np.array([v, v], dtype=np.float32)]
+    f = make(name, params, reduce=name.startswith("np."))
+    for kind in kinds:
+        args = [kind(v) for v in point]
+        try:
+            with np.errstate(all="ignore"):
+                f(*args)
+        except (ValueError, TypeError, ZeroDivisionError):
+            continue  # NumPy or math refuses these (an integer to a negative power...)
+        with np.errstate(all="ignore"):
+            ours = grad(f, wrt=wrt)(*args)
+            expected = grad(f, wrt=wrt)(*[np.asarray(a, dtype=np.float64) if isinstance(
+                a, np.ndarray) else float(a) for a in args])
+        for o, e, a in zip(ours, expected, args, strict=True):
+            np.testing.assert_allclose(o, e, rtol=1e-6, err_msg=f"{name} {kind}")
+            assert np.shape(o) == np.shape(a)
+            if isinstance(a, np.ndarray):
+                assert o.dtype == np.float64
+            else:
+                assert type(o) is float, (name, kind, type(o))
+
+
+# Every array row on degenerate operands: (body over x, x[, the gradient where it is our
+# convention rather than JAX's: a spread or norm of 0 has the subgradient 0, JAX NaN).
+_F32 = np.float32
+EDGE_ARRAYS = {
+    "np.sum": [("np.sum(x)", np.zeros(0)), ("np.sum(x)", np.array(2.0)),
+               ("np.sum(x)", np.array([True, False])), ("np.sum(x)", np.arange(3)),
+               ("np.sum(np.sum(x, axis=-1) ** 2)", np.zeros((3, 0)))],
+    "np.mean": [("np.mean(x)", np.ones(1)), ("np.mean(x)", np.array(2.0)),
+                ("np.sum(np.mean(x, axis=1) ** 2)", np.ones((2, 1))),
+                ("np.mean(x)", np.ones(3, _F32))],
+    "np.prod": [("np.prod(x)", np.zeros(3)), ("np.prod(x)", np.array([0.0, 2.0])),
+                ("np.prod(x)", np.zeros(0)), ("np.prod(x)", np.array(2.0)),
+                ("np.sum(np.prod(x, axis=0))", np.zeros((0, 3)))],
+    "np.max": [("np.max(x)", np.ones(3)), ("np.max(x)", np.array([1.0, 3.0, 3.0])),
+               ("np.max(x)", np.array(2.0)), ("np.max(x)", np.arange(3))],
+    "np.min": [("np.min(x)", np.zeros(3)), ("np.min(x)", np.ones(1)),
+               ("np.sum(np.min(x, axis=1))", np.array([[1.0, 1.0], [0.0, 2.0]]))],
+    "np.var": [("np.var(x)", np.ones(1)), ("np.var(x)", np.array(2.0)),
+               ("np.var(x)", np.full(4, 0.1)), ("np.var(x)", np.arange(3)),
+               ("np.var(x)", np.ones(3, _F32))],
+    "np.std": [("np.std(x)", np.ones(1), np.zeros(1)), ("np.std(x)", np.array(2.0), 0.0),
+               ("np.std(x)", np.full(4, 0.1), np.zeros(4)), ("np.std(x)", np.arange(3)),
+               ("np.sum(np.std(x, axis=0))", np.array([[1.0, 1.0], [1.0, 2.0]]),
+                [[0.0, -0.5], [0.0, 0.5]])],
+    "np.linalg.norm": [("np.linalg.norm(x)", np.zeros(3), np.zeros(3)),
+                       ("np.linalg.norm(x)", np.array(-2.0)),
+                       ("np.sum(np.linalg.norm(x, axis=1))", np.array([[0.0, 0.0], [3.0, 4.0]]),
+                        [[0.0, 0.0], [0.6, 0.8]])],
+    "np.matmul": [("np.sum(x @ x)", np.ones(1)), ("np.sum(x @ x)", np.arange(3))],
+    "np.dot": [("np.dot(x, x)", np.array(2.0)), ("np.dot(x, x)", np.zeros(0))],
+    "np.inner": [("np.inner(x, x)", np.array(2.0)), ("np.inner(x, x)", np.zeros(0))],
+    "np.outer": [("np.sum(np.outer(x, x))", np.ones(1)), ("np.sum(np.outer(x, x))", np.zeros(0))],
+    "np.einsum": [("np.einsum('i,i->', x, x)", np.zeros(0)),
+                  ("np.einsum('i,i->', x, x)", np.ones(1))],
+    "np.trace": [("np.trace(x)", np.ones((1, 1))), ("np.trace(x)", np.ones((2, 3)))],
+    "np.transpose": [("np.sum(np.transpose(x) ** 2)", np.array(2.0))],
+    "np.reshape": [("np.sum(np.reshape(x, (-1,)) ** 2)", np.array(2.0))],
+    "np.ravel": [("np.sum(np.ravel(x) ** 2)", np.array(2.0))],
+    "np.squeeze": [("np.sum(np.squeeze(x) ** 2)", np.ones((1, 1)))],
+    "np.expand_dims": [("np.sum(np.expand_dims(x, 0) ** 2)", np.array(2.0))],
+    "np.broadcast_to": [("np.sum(np.broadcast_to(x, (2, 3)) ** 2)", np.array(2.0)),
+                        ("np.sum(np.broadcast_to(x, (0, 3)) ** 2)", np.ones(3))],
+    "np.tile": [("np.sum(np.tile(x, 2) ** 2)", np.array(2.0)),
+                ("np.sum(np.tile(x, 0) ** 2)", np.ones(2))],
+    "np.flip": [("np.sum(np.flip(x) * np.arange(np.size(x)))", np.ones(1))],
+    "np.concatenate": [("np.sum(np.concatenate([x, x]) ** 2)", np.zeros(0)),
+                       ("np.sum(np.concatenate([x]) ** 2)", np.ones(1))],
+    "np.stack": [("np.sum(np.stack([x, x]) ** 2)", np.array(2.0))],
+    "np.hstack": [("np.sum(np.hstack([x, x]) ** 2)", np.array(2.0))],
+    "np.vstack": [("np.sum(np.vstack([x, x]) ** 2)", np.array(2.0))],
+    "np.full": [("np.sum(np.full(0, x))", 2.0), ("np.sum(np.full((), x) ** 2)", np.array(2.0))],
+    "np.full_like": [("np.sum(np.full_like(x, 2.0) * x)", np.array(2.0)),
+                     # (full_like of integers holds integers: 2, not 2.5)
+                     ("np.sum(np.full_like(x, 2.5) * x)", np.arange(3), [2.0, 2.0, 2.0])],
+    # (JAX's arange takes no gradient: entries start + k*step have slope 1 in start)
+    "np.arange": [("np.sum(np.arange(x, 3.0))", 2.5, 1.0),
+                  ("np.sum(np.arange(x, 1.0))", 2.5, 0.0)],
+    "np.linspace": [("np.sum(np.linspace(x, 2 * x, 1))", np.array(2.0)),
+                    ("np.sum(np.linspace(x, 2 * x, 0))", 2.0)],
+    "np.where": [("np.sum(np.where(x > 1, x, 0.0))", np.array(2.0)),
+                 ("np.sum(np.where(x > 1, x, 0.0))", np.zeros(0))],
+    "scipy.special.logsumexp": [("logsumexp(x)", np.ones(1)),
+                                ("logsumexp(x)", np.array([-np.inf, 0.0])),
+                                ("logsumexp(x)", np.array([1000.0, 1000.0]))],
+    "x[...]": [("np.sum(x[:0])", np.ones(2)), ("x[()] ** 2", np.array(2.0)),
+               ("np.sum(x[x > 5.0])", np.ones(2))],
+    "np.r_[...]": [("np.sum(np.r_[x, x] ** 2)", np.array(2.0)),
+                   ("np.sum(np.r_[x, x] ** 2)", np.zeros(0))],
+    "np.c_[...]": [("np.sum(np.c_[x, x] ** 2)", np.array(2.0)),
+                   ("np.sum(np.c_[x, x] ** 2)", np.ones((2, 2)))],
+}
+
+
+def test_every_array_row_has_edge_cases():
+    rows = {row.names[0] for row in (*rules.ARRAY_OPS, rules.INDEX, *rules.CONCATENATORS)}
+    assert rows == set(EDGE_ARRAYS)
+
+
+def _edge_array_cases():
+    for name, cases in EDGE_ARRAYS.items():
+        for k, case in enumerate(cases):
+            yield pytest.param(*case[:2], case[2] if len(case) > 2 else None,
+                               id=f"{name}-{k}")
+
+
+@pytest.mark.parametrize(("body", "x", "convention"), list(_edge_array_cases()))
+def test_array_row_on_degenerate_operands(body, x, convention):
+    """Against JAX (the gradient of the same expression in jax.numpy), or our convention
+    where it differs; the gradient has x's shape, as float64."""
+    pytest.importorskip("scipy")
+    f = load("import numpy as np\nfrom scipy.special import logsumexp\n\n\n"
+             f"def f(x):\n    return {body}\n", "f")
+    with np.errstate(all="ignore"):
+        ours = grad(f)(x)
+    assert np.shape(ours) == np.shape(x)
+    if isinstance(x, np.ndarray):
+        assert ours.dtype == np.float64
+    else:
+        assert type(ours) is float
+    if convention is not None:
+        np.testing.assert_allclose(ours, convention, rtol=1e-12, atol=0)
+        return
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    jss = pytest.importorskip("jax.scipy.special")
+    if "np.c_" in body:  # (jnp.c_ of 0-d values differs from np.c_'s)
+        expected = [numeric_grad(f, [x], 0)]
+    else:
+        jf = eval("lambda x: " + body.replace("np.", "jnp."),  # noqa: S307
+                  {"jnp": jnp, "logsumexp": jss.logsumexp})
+        expected = jax.grad(jf)(jnp.asarray(x, dtype=jnp.float64) if isinstance(
+            x, np.ndarray) else x)
+    np.testing.assert_allclose(ours, np.asarray(expected).reshape(np.shape(x)),
+                               rtol=1e-9, atol=1e-12)
+
+
+ARRAY_ROWS = (*rules.ARRAY_OPS, rules.INDEX, *rules.CONCATENATORS)
+
+
+@pytest.mark.parametrize("row", ARRAY_ROWS, ids=[r.names[0] for r in ARRAY_ROWS])
+def test_array_rule_templates_keep_compound_fields_whole(row):
+    """Each field of a vector-Jacobian template stands where a compound expression keeps
+    its meaning without parentheses (an argument, an index): np.var's ``n - {ddof}`` read
+    ddof=k - 1 as n - k - 1 (issue 10, item 24)."""
+    import ast
+    import string
+
+    for param, template in row.vjp.items():
+        if not template:
+            continue
+        used = {f for _, f, _, _ in string.Formatter().parse(template) if f}
+        fields = {name: f"_F{k} - 1" for k, name in enumerate(sorted(used - {"np", "i"}))}
+        code = template.format(np="np", i="0", **fields)
+        found = {ast.unparse(n) for n in ast.walk(ast.parse(code, mode="eval"))}
+        for name, text in fields.items():
+            assert text in found, (row.names[0], param, name, code)
+
+
+def test_var_and_std_with_a_computed_ddof():
+    m = load("""
+        import numpy as np
+
+
+        def var(x, k):
+            return np.var(x, ddof=k - 1) + np.std(x, ddof=k - 1)
+        """)
+    x = np.array([0.5, -1.0, 2.0, 0.25])
+    check_grad(m.var, [x, 2], wrt=(0,))
+
+
+def test_constructors_of_constants_stay_constants():
+    """Where no argument depends on the differentiated inputs, np.linspace & co. run as
+    written (any keyword NumPy takes), as values without gradient."""
+    f = load("""
+        import numpy as np
+
+
+        def f(x):
+            t = np.linspace(0.0, 1.0, 3)
+            return np.sum(x * t * np.full_like(x, 2.0, order="C") * np.arange(3, dtype=float))
+        """, "f")
+    assert "    t = np.linspace(0.0, 1.0, 3)  # line 6\n" in grad(f).source
+    check_grad(f, [np.array([0.5, -1.0, 2.0])])
+
+
+def test_power_of_a_number_base_prints_plain_log():
+    f = load("""
+        def f(y):
+            return 2 ** y
+        """, "f")
+    assert "    dy = _ret*np.log(2)\n" in grad(f).source
+    assert grad(f)(3.0) == pytest.approx(8 * math.log(2.0))

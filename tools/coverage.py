@@ -17,7 +17,7 @@ def table() -> str:
     rows = ["| function | kind | notes |", "| --- | --- | --- |"]
     for row in rules.ELEMENTWISE:
         rows.append(f"| {', '.join(f'`{n}`' for n in row.names)} | elementwise | {row.note} |")
-    for row in (*rules.ARRAY_OPS, rules.INDEX):
+    for row in (*rules.ARRAY_OPS, rules.INDEX, *rules.CONCATENATORS):
         names = [f"`{n}`" for n in row.names] + ([f"`.{row.method}()`"] if row.method else [])
         rows.append(f"| {', '.join(names)} | array | {row.note} |")
     rows.append("| `.T`, `.flatten()` | array | as np.transpose, np.ravel |")
