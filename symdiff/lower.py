@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import logging
 import types
 
 import numpy as np
 
-from . import runtime
+from . import rules, runtime
 from .errors import Problem, SymdiffError
 from .exits import RETURN, ExitError, single_exit
-from .expressions import OPS, Expressions, Val, names_in
+from .expressions import COVERAGE, OPS, Expressions, Val, _user_function, names_in
 from .ir import IR, Eqn, If, Names, symbol
 from .loops import Loops, assigned
 from .parse import MISSING, FunctionSource, Parsed
@@ -62,6 +63,7 @@ class _Lowering(Expressions, Loops):
         self.guards: dict = {}  # (id(container), name) -> (container, name, function)
         self.counter = 0
         self.label = ""
+        self.starred: dict[str, str] = {}  # the function's *args, **kwargs: name -> stars
         ids = _identifiers(self.node)
         self.locals = assigned(self.node.body)
         # NumPy is np in the generated code, unless the function uses np for something else.
@@ -90,6 +92,8 @@ class _Lowering(Expressions, Loops):
             self.bound.add(p)
         self.active = set(wrt_names)
         a = self.node.args
+        self.starred = {p.arg: "*" if p is a.vararg else "**" for p in (a.vararg, a.kwarg)
+                        if p is not None}
         for default in [*a.defaults, *[d for d in a.kw_defaults if d is not None]]:
             for n in ast.walk(default):  # the generated def repeats the defaults' code
                 if isinstance(n, ast.Name) and self.parsed.namespace.lookup(n.id) is not MISSING:
@@ -127,9 +131,19 @@ class _Lowering(Expressions, Loops):
         for w in wrt:
             if isinstance(w, int) and not isinstance(w, bool):
                 if not -len(positional) <= w < len(positional):
+                    count = _count(len(positional), "positional parameter")
+                    if starred:
+                        stars = ", ".join(("*" if p is a.vararg else "**") + p.arg
+                                          for p in (a.vararg, a.kwarg) if p is not None)
+                        what = f"{count} and {stars}" if positional else \
+                            f"no named parameter, only {stars}"
+                        raise self.src.error(
+                            self.node, f"wrt={w} is out of range: {self.parsed.name} has "
+                            f"{what}, which cannot be differentiated",
+                            "differentiate a function whose parameters are named (a "
+                            "functools.wraps wrapper: the function it wraps, __wrapped__)")
                     raise self.src.error(self.node, f"wrt={w} is out of range: "
-                                         f"{self.parsed.name} has {len(positional)} "
-                                         "positional parameters")
+                                         f"{self.parsed.name} has {count}")
                 w = positional[w]
             if w in starred:
                 raise self.src.error(self.node, f"cannot differentiate with respect to *{w}",
@@ -192,6 +206,8 @@ class _Lowering(Expressions, Loops):
                 pass
             case ast.Assert():
                 self._assert(stmt)
+            case ast.Expr(value=ast.Call() as call):
+                self._call_statement(stmt, call)
             case ast.If():
                 self._if(stmt)
             case ast.For() | ast.While():
@@ -251,6 +267,8 @@ class _Lowering(Expressions, Loops):
             self._bind(target.id, self._expr(value), value)
             return
         if isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, ast.Call):
+                self._unpacked_call(value)
             if not isinstance(value, (ast.Tuple, ast.List)) or len(value.elts) != len(
                     target.elts):
                 self.fail(value, "tuple unpacking needs a tuple of the same length on the right",
@@ -266,6 +284,19 @@ class _Lowering(Expressions, Loops):
         self._unsupported_statement(ast.Assign(targets=[target], value=value,
                                                lineno=target.lineno,
                                                col_offset=target.col_offset))
+
+    def _unpacked_call(self, call):
+        """a, b = f(x): say what is wrong with f, rather than with the unpacking."""
+        if isinstance(call.func, ast.Attribute) and self._is_local_value(call.func.value):
+            return
+        fn = self._expr(call.func).value
+        name = ast.unparse(call.func)
+        if isinstance(fn, FunctionSource) or _user_function(fn):
+            self.fail(call, f"{name} returns several values, which symdiff does not "
+                      "support yet", "a helper for each value, each returning one")
+        if rules.lookup(fn) is None and not rules.no_gradient(fn):
+            self.fail(call, f"{name} is not supported", "the NumPy and math functions in "
+                      + COVERAGE)
 
     def _refuse_shared(self, stmt, name):
         """x += 1 changes an ndarray in place: where another name may share x's array, the
@@ -337,6 +368,30 @@ class _Lowering(Expressions, Loops):
         while name in self.alias and self.alias[name] != name:
             name = self.alias[name]
         return name
+
+    def _call_statement(self, stmt, call):
+        """A call made for its effect: print and logging run in the forward sweep, as
+        written, and are not differentiated; other effects are refused, each saying why."""
+        name = ast.unparse(call.func)
+        if isinstance(call.func, ast.Attribute) and call.func.attr in _MUTATORS and \
+                self._is_local_value(call.func.value):
+            receiver = ast.unparse(call.func.value)
+            self.fail(stmt, f"{name}(...) changes {receiver} in place, which symdiff does "
+                      "not follow", "make a new array: np.stack([a, b]), np.concatenate, "
+                      "arithmetic")
+        fn = self._expr(call.func).value
+        if fn is print or _logging(fn):
+            code = self._constant_code(stmt)
+            self.eqns.append(Eqn("", "assert", code, stmt.lineno, names_in(code), False,
+                                 self.where))
+            return
+        if fn is breakpoint:
+            self.fail(stmt, "breakpoint() inside a function being differentiated is not "
+                      "supported", "remove it, and step into the gradient instead: "
+                      "pdb.runcall(g.__wrapped__, ...)")
+        self.fail(stmt, f"{name}(...) is called for its effect alone, which symdiff does "
+                  "not follow", "a call whose value is used (y = ...); print and logging "
+                  "calls, which run as written")
 
     def _assert(self, stmt):
         code = self._constant_code(stmt)
@@ -506,6 +561,24 @@ class _Lowering(Expressions, Loops):
 
 
 _STATEMENTS = "assignments, if/else, for, while, return, assert, pass, nested def"
+
+
+# Methods that change their list, dict, set or array in place.
+_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+             "update", "setdefault", "add", "discard", "fill", "resize", "put", "itemset",
+             "partition", "setflags", "__setitem__", "__iadd__"}
+
+
+def _logging(fn) -> bool:
+    """A function or a logger's method of the logging module (logging.info, log.debug)."""
+    owner = getattr(fn, "__self__", None)
+    return getattr(fn, "__module__", None) == "logging" or isinstance(owner, (
+        logging.Logger, logging.LoggerAdapter))
+
+
+def _count(n: int, what: str) -> str:
+    """``1 positional parameter``, ``2 positional parameters``."""
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
 def _without_docstring(body):
