@@ -168,13 +168,31 @@ class _Lowering(Expressions, Loops):
         for stmt in stmts:
             self.line = stmt.lineno
             self.where = (f"line {stmt.lineno}{self.label}", self._statement_text(stmt))
+            first = len(self.eqns)
             try:
                 self._statement(stmt)
+                self._refuse_deep(stmt, self.eqns[first:])
             except SymdiffError as e:
                 # An error with no place of its own (a helper whose source is unreadable)
                 # is reported at the statement that led to it.
                 self.problems.extend(e.problems or (self.src.problem(stmt, str(e)),))
                 self._poison(stmt)
+            except RecursionError:
+                self.problems.append(self.src.problem(
+                    stmt, f"this statement nests {_depth(stmt)} levels deep, more than "
+                    "symdiff can read", "split it into several assignments"))
+                self._poison(stmt)
+
+    def _refuse_deep(self, stmt, eqns):
+        """Deep arithmetic is cut into temporaries (expressions.DEPTH); what is run as
+        written (a condition, a stop_gradient's argument) is not, and the generated code
+        could not be printed: refuse it here, where it is."""
+        for eqn in eqns:
+            code = eqn.code if isinstance(eqn, Eqn) else getattr(eqn, "header", None)
+            if code is not None and _depth(code) > _MAX_DEPTH:
+                self.fail(stmt, f"this statement nests {_depth(stmt)} levels deep where "
+                          "symdiff cannot cut it into parts (a condition, an argument of "
+                          "stop_gradient, an index...)", "split it into several assignments")
 
     def _statement_text(self, stmt) -> str:
         """The statement's own text (without a trailing comment): its first line."""
@@ -574,6 +592,21 @@ def _logging(fn) -> bool:
     owner = getattr(fn, "__self__", None)
     return getattr(fn, "__module__", None) == "logging" or isinstance(owner, (
         logging.Logger, logging.LoggerAdapter))
+
+
+# How deeply the code of one generated statement may nest: printing it (ast.unparse)
+# recurses a few frames a level, within Python's default limit of 1000.
+_MAX_DEPTH = 100
+
+
+def _depth(node) -> int:
+    """How many levels ``node``'s tree has (without recursion: it may be thousands)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in ast.iter_child_nodes(n))
+    return deepest
 
 
 def _count(n: int, what: str) -> str:
