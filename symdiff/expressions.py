@@ -343,7 +343,10 @@ class Expressions:
         row = rules.lookup(obj)
         name = ast.unparse(node.func)
         if row is None and rules.no_gradient(obj):
-            return self._constant(node)
+            val = self._constant(node)
+            if obj in _ARRAY_MAKERS:
+                self.arrays.add(val.code.id)
+            return val
         if row is None:
             if isinstance(obj, FunctionSource) or _user_function(obj):
                 self._guard(node.func, obj)
@@ -460,6 +463,7 @@ class Expressions:
                 problems.extend(e.problems or (self.src.problem(a, str(e)),))
         if problems:
             raise SymdiffError(problems=tuple(problems))
+        self._refuse_early(node, row, operands, dict(statics))
         # The same operation of the same values twice (x[:-1] in two places) is one value:
         # computed once, and its adjoints summed before they are scattered back.
         key = (row.names[0], tuple(operands), tuple(statics))
@@ -478,6 +482,12 @@ class Expressions:
         self.temps.add(out)
         if row.names[0] in _VIEWS:  # x[1:], x.T, reshape: the same data under a new name
             self.alias[out] = self._root(operands[0][1])
+        if row.names[0] in ("np.stack", "np.concatenate", "np.outer"):
+            self.arrays.add(out)
+        if row.names[0] == "np.reshape":
+            shape = _literal(dict(statics).get("shape"))
+            if isinstance(shape, tuple):
+                self.ndims[out] = len(shape)
         self.eqns.append(Eqn(out, "array", code, self.line, inputs, active, self.where, op=row,
                              operands=tuple(operands), statics=tuple(statics)))
         return Val(symbol(out), ast.Name(out, ast.Load()))
@@ -496,7 +506,10 @@ class Expressions:
             operands += [(p, n, i) for i, n in enumerate(names)]
             codes[p] = ast.List([ast.Name(n, ast.Load()) for n in names], ast.Load())
         elif p in row.vjp:
-            n = self._operand(self._expr(a), a)
+            v = self._expr(a)
+            n = self._operand(v, a)
+            if isinstance(v.value, np.ndarray):  # a module-level array: its ndim is known
+                self.ndims[n] = v.value.ndim
             operands.append((p, n, None))
             codes[p] = ast.Name(n, ast.Load())
         else:
@@ -507,6 +520,26 @@ class Expressions:
             text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
             statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
             codes[p] = code
+
+    def _refuse_early(self, node, row, operands, statics):
+        """What the backward sweep's rule would refuse when called, refused now, where it
+        is known already: a literal norm order, np.dot of a stack of known ndim. The rule
+        itself is asked (on small stand-in arrays), so that this follows what it supports."""
+        name = row.names[0]
+        if name == "np.linalg.norm" and "ord" in statics and "axis" not in statics:
+            order = _literal(statics["ord"])
+            if order is not _UNKNOWN and all(_refuses(runtime._norm_grad, 1.0, np.ones(shape),
+                                                       1.0, order) for shape in ((2,), (2, 2))):
+                self.fail(node, f"{name} with ord={order!r} is not supported",
+                          "np.linalg.norm with ord=None, 2 (vectors) or 'fro' (matrices)")
+        if name == "np.dot" and len(operands) == 2:
+            ndims = [self.ndims.get(n, 1) for _, n, _ in operands]  # unknown: try 1
+            if max(ndims) > 2:
+                a, b = (np.ones((2,) * d) for d in ndims)
+                g = np.ones(np.shape(np.dot(a, b)))
+                if _refuses(runtime._dot_grad, g, a, b, 0):
+                    self.fail(node, f"{name} of arrays of {max(ndims)} dimensions (stacks of "
+                              "matrices) is not supported", "np.matmul or np.einsum")
 
     def _forward_code(self, node, row, codes, receiver):
         """The user's own call (or operator, or method), with its operands renamed."""
@@ -611,6 +644,31 @@ _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "n
           "np.broadcast_to"}
 
 
+
+
+_UNKNOWN = object()
+# What always returns a new ndarray (0-d at least): a name bound to one is an array.
+_ARRAY_MAKERS = (np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.full_like,
+                 np.eye, np.identity, np.arange, np.linspace)
+
+
+def _literal(text):
+    """The value of a static argument's code if it is a literal, else _UNKNOWN."""
+    try:
+        return ast.literal_eval(text) if text is not None else _UNKNOWN
+    except (ValueError, SyntaxError, TypeError):
+        return _UNKNOWN
+
+
+def _refuses(rule, *args) -> bool:
+    """Whether a backward rule raises SymdiffError for these (stand-in) arguments."""
+    try:
+        rule(*args)
+    except SymdiffError:
+        return True
+    except Exception:  # noqa: BLE001 - anything else: not a refusal we can report early
+        return False
+    return False
 
 
 def _boolean(node) -> bool:

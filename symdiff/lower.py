@@ -64,6 +64,8 @@ class _Lowering(Expressions, Loops):
         self.counter = 0
         self.label = ""
         self.starred: dict[str, str] = {}  # the function's *args, **kwargs: name -> stars
+        self.ndims: dict[str, int] = {}  # SSA name -> its number of axes, where known
+        self.arrays: set[str] = set()  # SSA names certainly bound to an ndarray
         ids = _identifiers(self.node)
         self.locals = assigned(self.node.body)
         # NumPy is np in the generated code, unless the function uses np for something else.
@@ -333,6 +335,8 @@ class _Lowering(Expressions, Loops):
             stmt, f"{name} is an array shared with {others[0]}, so NumPy's augmented "
             f"assignment changes {others[0]} too, which symdiff does not follow",
             f"{name} = {name} {OPS.get(type(stmt.op), '?')} ..., which makes a new array")
+        if root in self.arrays:  # certainly an ndarray: refuse it now, not at the call
+            raise SymdiffError(problems=(problem,))
         check = ast.Expr(ast.Call(ast.Name("_not_in_place", ast.Load()), [
             ast.Name(self.env[name], ast.Load()), ast.Constant(problem.format())], []))
         self.eqns.append(Eqn("", "assert", check, stmt.lineno, (self.env[name],), False,
@@ -377,6 +381,10 @@ class _Lowering(Expressions, Loops):
                 self.active.add(ssa)
             if last.out in self.alias:
                 self.alias[ssa] = self.alias[last.out]
+            if last.out in self.arrays:
+                self.arrays.add(ssa)
+            if last.out in self.ndims:
+                self.ndims[ssa] = self.ndims[last.out]
         else:
             self._emit_elementwise(ssa, val)
             if isinstance(val.code, ast.Name):  # b = a: one array, two names

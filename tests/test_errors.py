@@ -332,3 +332,46 @@ def test_print_and_logging_run_in_the_forward_sweep(capsys):
     g = grad(f)(x)
     assert capsys.readouterr().out == f"y: {np.sin(x)}\n"
     np.testing.assert_allclose(g, np.sin(x) + x * np.cos(x))
+
+
+def test_an_unsupported_norm_order_is_refused_when_building():
+    text = error_text("""
+        import numpy as np
+        def f(x):
+            return np.linalg.norm(x, ord=1)
+        """)
+    assert text == "\n".join([
+        "F:4:12: np.linalg.norm with ord=1 is not supported",
+        "        return np.linalg.norm(x, ord=1)",
+        "               ^",
+        "  supported instead: np.linalg.norm with ord=None, 2 (vectors) or 'fro' (matrices)"])
+
+
+def test_np_dot_of_a_stack_of_known_dimensions_is_refused_when_building():
+    text = error_text("""
+        import numpy as np
+        W = np.ones((2, 3, 3))
+        def f(x):
+            return np.sum(np.dot(W, x)) + np.sum(np.dot(x.reshape(2, 2, 2), x[:2]))
+        """)
+    assert [line for line in text.splitlines() if line.startswith("F:")] == [
+        "F:5:19: np.dot of arrays of 3 dimensions (stacks of matrices) is not supported",
+        "F:5:42: np.dot of arrays of 3 dimensions (stacks of matrices) is not supported"]
+
+
+def test_writing_into_a_callers_array_is_refused_when_building():
+    text = error_text("""
+        import numpy as np
+        def h(a, b):
+            b -= a
+            return np.sum(b)
+        def f(x):
+            M = np.zeros(2)
+            return h(x, M) + np.sum(M * x)
+        """)
+    assert text == "\n".join([
+        "F:4:5: b is an array shared with M, so NumPy's augmented assignment changes M too, "
+        "which symdiff does not follow",
+        "        b -= a",
+        "        ^",
+        "  supported instead: b = b - ..., which makes a new array"])
