@@ -395,8 +395,7 @@ class Expressions:
             if problem:
                 self.fail(spec, f"{name} with {problem} is not supported",
                           "explicit subscripts, one letter per axis, such as 'ij,jk->ik'")
-        elif any(isinstance(a, (ast.List, ast.Tuple)) for a in positional[1:]) or (
-                isinstance(spec, ast.Name) and spec.id in self.env):
+        elif any(isinstance(a, (ast.List, ast.Tuple)) for a in positional[1:]):
             self.fail(spec, f"{name}'s sublist form, {name}(a, [0, 1], ...), is not "
                       "supported", "subscripts in a string, such as 'ij,jk->ik'")
 

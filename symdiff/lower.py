@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import logging
+import sys
 import types
 
 import numpy as np
@@ -29,7 +30,16 @@ RESERVED = ("np", "SymdiffError", *(n for n, v in vars(runtime).items()
 
 def lower(parsed: Parsed, wrt) -> IR:
     """Lower ``parsed`` for differentiation with respect to ``wrt`` (names or positions)."""
-    return _Lowering(parsed).run(wrt)
+    # Lowering recurses through the code as it nests (an expression in a call, a helper
+    # inlined in a helper: ten frames a helper), and Python runs code deeper than its
+    # default limit of 1000 frames allows that. The frames are Python's own, which since
+    # 3.11 do not grow the C stack; SymPy, which does, sees only short expressions (DEPTH).
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
+    try:
+        return _Lowering(parsed).run(wrt)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 class _Lowering(Expressions, Loops):
@@ -66,6 +76,7 @@ class _Lowering(Expressions, Loops):
         self.starred: dict[str, str] = {}  # the function's *args, **kwargs: name -> stars
         self.ndims: dict[str, int] = {}  # SSA name -> its number of axes, where known
         self.arrays: set[str] = set()  # SSA names certainly bound to an ndarray
+        self.depth_checked: set[int] = set()  # ids of equations _refuse_deep has seen
         ids = _identifiers(self.node)
         self.locals = assigned(self.node.body)
         # NumPy is np in the generated code, unless the function uses np for something else.
@@ -180,9 +191,14 @@ class _Lowering(Expressions, Loops):
                 self.problems.extend(e.problems or (self.src.problem(stmt, str(e)),))
                 self._poison(stmt)
             except RecursionError:
-                self.problems.append(self.src.problem(
-                    stmt, f"this statement nests {_depth(stmt)} levels deep, more than "
-                    "symdiff can read", "split it into several assignments"))
+                if len(self.stack) > _MAX_DEPTH:
+                    message, hint = (f"helpers call each other {len(self.stack)} deep here, "
+                                     "more than symdiff can follow", "fewer nested helpers")
+                else:
+                    message, hint = (f"this statement nests {_depth(stmt)} levels deep, more "
+                                     "than symdiff can read", "split it into several "
+                                     "assignments")
+                self.problems.append(self.src.problem(stmt, message, hint))
                 self._poison(stmt)
 
     def _refuse_deep(self, stmt, eqns):
@@ -190,6 +206,9 @@ class _Lowering(Expressions, Loops):
         written (a condition, a stop_gradient's argument) is not, and the generated code
         could not be printed: refuse it here, where it is."""
         for eqn in eqns:
+            if id(eqn) in self.depth_checked:  # an inlined helper's, checked in it
+                continue
+            self.depth_checked.add(id(eqn))
             code = eqn.code if isinstance(eqn, Eqn) else getattr(eqn, "header", None)
             if code is not None and _depth(code) > _MAX_DEPTH:
                 self.fail(stmt, f"this statement nests {_depth(stmt)} levels deep where "
@@ -605,6 +624,7 @@ def _logging(fn) -> bool:
 # How deeply the code of one generated statement may nest: printing it (ast.unparse)
 # recurses a few frames a level, within Python's default limit of 1000.
 _MAX_DEPTH = 100
+_RECURSION_LIMIT = 20_000
 
 
 def _depth(node) -> int:

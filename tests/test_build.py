@@ -67,6 +67,17 @@ def test_nested_tanh_around_a_log_sum_exp_is_cut_into_shallow_equations():
     check_grad(f, (X,))
 
 
+def test_a_chain_of_150_helpers_each_calling_the_next_builds_and_is_right():
+    # Lowering recursed ten frames a helper, past Python's limit; each helper's file was
+    # parsed again for each helper (quadratic).
+    helpers = "".join(f"def h{i}(v):\n    return np.sin(h{i + 1}(v)) * 0.9 + 0.1\n"
+                      for i in range(150)) + "def h150(v):\n    return v * 1.0\n"
+    f = function("np.sum(h0(x))", helpers)
+    start = time.perf_counter()
+    check_grad(f, (X,))
+    assert time.perf_counter() - start < 120  # a sanity guard, not a benchmark
+
+
 def test_150_nested_helper_calls_build_and_are_right():
     body = "x"
     for _ in range(150):
@@ -93,5 +104,7 @@ def test_a_condition_too_deep_to_cut_is_a_located_error():
         grad(f).source  # noqa: B018 - building is what raises
     (problem,) = e.value.problems
     assert (problem.line, problem.col) == (4, 5)
-    assert problem.message == "this statement nests 406 levels deep, more than symdiff can read"
+    assert problem.message == ("this statement nests 406 levels deep where symdiff cannot cut "
+                               "it into parts (a condition, an argument of stop_gradient, an "
+                               "index...)")
     assert problem.hint == "split it into several assignments"
