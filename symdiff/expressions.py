@@ -599,17 +599,27 @@ class Expressions:
     def _constant_code(self, node):
         """``node`` with local names renamed, for code that is run but not differentiated."""
         code = copy.deepcopy(node)
+        problems: list = []
         for n in ast.walk(code):
             if isinstance(n, ast.Name):
-                ssa = self._local(n, n.id)
-                if ssa is not None:
-                    n.id = ssa
-                elif n.id in self.local_functions:
-                    self.fail(n, f"{n.id} is defined inside the function, so the generated "
-                              "code cannot call it here", "define it at module level")
-                else:
-                    self._use_global(n, n.id)
+                try:
+                    self._rename(n)
+                except SymdiffError as e:  # read the other names too: report every problem
+                    problems.extend(e.problems)
+        if problems:
+            raise SymdiffError(problems=tuple(problems))
         return code
+
+    def _rename(self, n):
+        """A name in code run as written: renamed to its SSA version, or a global."""
+        ssa = self._local(n, n.id)
+        if ssa is not None:
+            n.id = ssa
+        elif n.id in self.local_functions:
+            self.fail(n, f"{n.id} is defined inside the function, so the generated "
+                      "code cannot call it here", "define it at module level")
+        else:
+            self._use_global(n, n.id)
 
 
 OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",

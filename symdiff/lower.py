@@ -560,13 +560,15 @@ class _Lowering(Expressions, Loops):
                             strict=True))
         defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
                          if d is not None})
-        args = {}
+        args, problems = {}, []
         for p in positional + keyword_only:
             if p in given:
-                args[p] = self._expr(given[p])
+                args[p] = self._lowered(given[p], problems)
             elif p not in defaults:
                 self.fail(node, f"{callee.name} needs the argument {p!r}",
                           f"{callee.name}({', '.join(positional + keyword_only)})")
+        if problems:
+            raise SymdiffError(problems=tuple(problems))
         nested = isinstance(fn, FunctionSource) and fn.name in self.local_functions and \
             self.local_functions[fn.name] is fn
         def_time = self._def_time_defaults(fn, positional)

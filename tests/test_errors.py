@@ -375,3 +375,18 @@ def test_writing_into_a_callers_array_is_refused_when_building():
         "        b -= a",
         "        ^",
         "  supported instead: b = b - ..., which makes a new array"])
+
+
+def test_every_problem_in_helper_arguments_and_conditions_is_reported():
+    text = error_text("""
+        import numpy as np
+        def h(a, b):
+            return a
+        def f(x):
+            return np.sum(np.where(x > aa, x, bb)) + h(np.fft.ifft(x), cc)
+        """)
+    assert [line for line in text.splitlines() if line.startswith("F:")] == [
+        "F:6:32: name 'aa' is not defined",
+        "F:6:39: name 'bb' is not defined",
+        "F:6:48: np.fft.ifft is not supported",
+        "F:6:64: name 'cc' is not defined"]
