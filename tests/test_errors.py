@@ -390,3 +390,16 @@ def test_every_problem_in_helper_arguments_and_conditions_is_reported():
         "F:6:39: name 'bb' is not defined",
         "F:6:48: np.fft.ifft is not supported",
         "F:6:64: name 'cc' is not defined"]
+
+
+def test_print_sees_values_the_gradient_itself_does_not_need(capsys):
+    f = load("""
+        import numpy as np
+        def f(x):
+            y = x * 2.0
+            z = np.sum(y)
+            print("y", y, z)
+            return z
+        """, "f")
+    np.testing.assert_array_equal(grad(f)(np.array([1.0, 2.0])), [2.0, 2.0])
+    assert capsys.readouterr().out == "y [2. 4.] 6.0\n"
