@@ -304,6 +304,11 @@ class _Lowering(Expressions, Loops):
             if target.id == RETURN and isinstance(value, ast.Constant) and value.value is None:
                 self.fail(value, "return without a value", "return the scalar to differentiate")
             self._bind(target.id, self._expr(value), value)
+            ndim = self.ndims.get(self.env[target.id], 0)
+            if target.id == RETURN and ndim and self.parsed is self.top:
+                self.fail(value, f"{self.parsed.name} returns an array of {ndim} dimensions; "
+                          "a gradient needs a scalar output",
+                          "return one scalar (np.sum, np.mean reduce an array)")
             return
         if isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(value, ast.Call):

@@ -403,3 +403,16 @@ def test_print_sees_values_the_gradient_itself_does_not_need(capsys):
         """, "f")
     np.testing.assert_array_equal(grad(f)(np.array([1.0, 2.0])), [2.0, 2.0])
     assert capsys.readouterr().out == "y [2. 4.] 6.0\n"
+
+
+def test_an_output_reshaped_to_an_array_is_refused_when_building():
+    text = error_text("""
+        import numpy as np
+        def f(x):
+            return np.sum(x * x).reshape(1, 1)
+        """)
+    assert text == "\n".join([
+        "F:4:12: f returns an array of 2 dimensions; a gradient needs a scalar output",
+        "        return np.sum(x * x).reshape(1, 1)",
+        "               ^",
+        "  supported instead: return one scalar (np.sum, np.mean reduce an array)"])
