@@ -20,6 +20,7 @@ import numpy as np
 import sympy as sp
 
 from . import rules, runtime
+from .errors import SymdiffError
 from .ir import Eqn, symbol
 from .parse import MISSING, FunctionSource
 from .runtime import stop_gradient
@@ -35,6 +36,16 @@ class Val:
     code: ast.expr
     calls: list = field(default_factory=list)
     value: object = MISSING  # a literal's value, or the object a global name refers to
+    depth: int = 0  # how deeply its operations nest (see DEPTH)
+
+
+# An operand nested this deep becomes an equation of its own (a temporary) before it is
+# used: SymPy's cost grows faster than the size of an expression (nested tanh: x3.4 a
+# level), so long sums and deep nests are cut into pieces of bounded size, as statements
+# are, and building stays linear in the code's length. A function call counts as
+# CALL_DEPTH levels: SymPy's evaluation of functions of functions is what grows fastest.
+DEPTH = 12
+CALL_DEPTH = 3
 
 
 class Expressions:
@@ -94,10 +105,7 @@ class Expressions:
             case ast.BinOp():
                 return self._binop(node)
             case ast.UnaryOp(op=ast.USub() | ast.UAdd()):
-                v = self._expr(node.operand)
-                self._need_number(v, node.operand)
-                code = ast.UnaryOp(node.op, v.code)
-                return Val(-v.expr if isinstance(node.op, ast.USub) else v.expr, code, v.calls)
+                return self._unary(node)
             case ast.Call():
                 return self._call(node)
             case ast.Lambda():
@@ -141,6 +149,9 @@ class Expressions:
         if name in self.locals:
             self.fail(node, f"{name!r} is used before it is assigned",
                       "assign it on every path before its use")
+        if name in self.starred and self.parsed is self.top:
+            self.fail(node, f"the parameter {self.starred[name]}{name} is not supported",
+                      "name each parameter: def f(x, a, b)")
         return self.enclosing.get(name)
 
     def _use_global(self, node, name):
@@ -222,13 +233,68 @@ class Expressions:
             return Val(symbol(dotted), copy.copy(node), value=obj)
         return self._global(obj, copy.copy(node))
 
+    def _shallow(self, val: Val, node) -> Val:
+        """``val``, or a temporary holding it where it nests DEPTH levels or more."""
+        if val.depth < DEPTH:
+            return val
+        name = self._operand(val, node)
+        self.temps.add(name)
+        return Val(symbol(name), ast.Name(name, ast.Load()))
+
+    def _lowered(self, node, problems: list) -> Val | None:
+        """``node`` lowered, or None with its problems added to ``problems``: every
+        operand of an expression is read, so that all of its problems are reported."""
+        try:
+            return self._expr(node)
+        except SymdiffError as e:
+            problems.extend(e.problems or (self.src.problem(node, str(e)),))
+            return None
+
+    def _unary(self, node) -> Val:
+        # -(-(-x)) thousands deep: walked in a loop, not by recursion.
+        chain = []
+        while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            chain.append(node)
+            node = node.operand
+        v = self._expr(node)
+        for n in reversed(chain):
+            self._need_number(v, n.operand)
+            v = self._shallow(v, n.operand)
+            v = Val(-v.expr if isinstance(n.op, ast.USub) else v.expr,
+                    ast.UnaryOp(n.op, v.code), v.calls, depth=v.depth + 1)
+        return v
+
     def _binop(self, node) -> Val:
         if isinstance(node.op, ast.MatMult):
             return self._array_op(node, rules.lookup(np.matmul), {"a": node.left,
                                                                   "b": node.right})
-        left, right = self._expr(node.left), self._expr(node.right)
+        # a + b + c + ... is a chain down the left operands: walked in a loop, not by
+        # recursion, so that a sum of thousands of terms neither recurses nor nests.
+        chain = []
+        while isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
+            chain.append(node)
+            node = node.left
+        problems: list = []
+        left = self._lowered(node, problems)
+        for n in reversed(chain):
+            right = self._lowered(n.right, problems)
+            if left is None or right is None:
+                left = None
+                continue
+            try:
+                left = self._arithmetic(n, left, right)
+            except SymdiffError as e:
+                problems.extend(e.problems)
+                left = None
+        if problems:
+            raise SymdiffError(problems=tuple(problems))
+        return left
+
+    def _arithmetic(self, node, left: Val, right: Val) -> Val:
+        """``left <op> right`` for the BinOp ``node`` whose operands they are."""
         self._need_number(left, node.left)
         self._need_number(right, node.right)
+        left, right = self._shallow(left, node.left), self._shallow(right, node.right)
         a, b = left.expr, right.expr
         match node.op:
             case ast.Add():
@@ -241,9 +307,6 @@ class Expressions:
                 expr = a / b
             case ast.Pow():
                 expr = a**b if b.is_Number else rules.Power(a, b)
-            case ast.MatMult():
-                return self._array_op(node, rules.lookup(np.matmul),
-                                      {"a": node.left, "b": node.right})
             case ast.FloorDiv():
                 expr = rules.Floor(a / b)
             case ast.Mod():
@@ -257,7 +320,7 @@ class Expressions:
             # Parts the derivative may need again (x**y for x**y*log(x), e + x*y for
             # cos(e + x*y)): the backward sweep reuses them if it does.
             calls.append((expr, code))
-        return Val(expr, code, calls)
+        return Val(expr, code, calls, depth=max(left.depth, right.depth) + 1)
 
     def _call(self, node) -> Val:
         for a in node.args:
@@ -281,7 +344,10 @@ class Expressions:
         name = ast.unparse(node.func)
         if row is None and rules.no_gradient(obj) or row is not None and \
                 row.names[0] in rules.CONSTRUCTORS and not self._carries_gradient(node, row):
-            return self._constant(node)
+            val = self._constant(node)
+            if obj in _ARRAY_MAKERS:
+                self.arrays.add(val.code.id)
+            return val
         if row is None:
             if isinstance(obj, FunctionSource) or _user_function(obj):
                 self._guard(node.func, obj)
@@ -296,23 +362,28 @@ class Expressions:
         positional = list(node.args)
         if getattr(row, "sequence", "") == "operands" and len(positional) > 1:
             # np.einsum(spec, a, b): the operands are the rest of the arguments.
-            _check_einsum(self, positional[0], len(positional) - 1)
+            self._check_einsum(positional, name)
             positional = [positional[0], ast.copy_location(
                 ast.List(positional[1:], ast.Load()), positional[1])]
         args = self._arguments(positional, node.keywords, row.params, row.optional, name, node,
                                getattr(row, "positional", 99))
         if isinstance(row, rules.Elementwise):
-            vals = {p: self._expr(a) for p, a in args.items()}
+            problems: list = []
+            vals = {p: self._lowered(a, problems) for p, a in args.items()}
+            if problems:
+                raise SymdiffError(problems=tuple(problems))
             for p, v in vals.items():
                 if v.expr is None and v.value is not None:
                     self._need_number(v, args[p])
+                vals[p] = self._shallow(v, args[p])
             expr = row.sympy(*[v.expr if v.expr is not None else v.value for v in vals.values()])
             code = ast.Call(copy.copy(node.func), [v.code for v in vals.values()][
                 :len(node.args)], [ast.keyword(k.arg, vals[k.arg].code) for k in node.keywords])
             calls = [c for v in vals.values() for c in v.calls]
             if not expr.is_Atom:
                 calls.append((expr, code))
-            return Val(expr, code, calls)
+            return Val(expr, code, calls,
+                       depth=max((v.depth for v in vals.values()), default=0) + CALL_DEPTH)
         return self._array_op(node, row, args)
 
     def _carries_gradient(self, node, row) -> bool:
@@ -322,6 +393,20 @@ class Expressions:
                  *((k.arg, k.value) for k in node.keywords)]
         return any(row.vjp.get(p, "?") and any(
             n in self.active for n in names_in(self._constant_code(a))) for p, a in given)
+
+    def _check_einsum(self, positional, name):
+        """Refuse, where the subscripts are written out, the np.einsum forms symdiff lacks;
+        and the sublist form, einsum(a, [0, 1], b, [1, 2]), whose first argument is an
+        operand, not subscripts."""
+        spec = positional[0]
+        if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
+            problem = runtime._einsum_problem(spec.value, len(positional) - 1)
+            if problem:
+                self.fail(spec, f"{name} with {problem} is not supported",
+                          "explicit subscripts, one letter per axis, such as 'ij,jk->ik'")
+        elif any(isinstance(a, (ast.List, ast.Tuple)) for a in positional[1:]):
+            self.fail(spec, f"{name}'s sublist form, {name}(a, [0, 1], ...), is not "
+                      "supported", "subscripts in a string, such as 'ij,jk->ik'")
 
     def _is_local_value(self, node) -> bool:
         """Whether ``node`` is a value computed in the function (so .sum() is a method)."""
@@ -336,6 +421,10 @@ class Expressions:
     def _method(self, node) -> Val:
         meth = node.func.attr
         row = rules.METHODS.get(meth)
+        if row is None and not hasattr(np.ndarray, meth):
+            self.fail(node.func, f"{ast.unparse(node.func)}() is not supported: symdiff "
+                      f"differentiates numbers and arrays, and .{meth}() is not a method of "
+                      "NumPy arrays", "compute it outside the function and pass the value in")
         if row is None:
             self.fail(node.func, f"the array method .{meth}() is not supported",
                       ", ".join(f".{m}()" for m in sorted(rules.METHODS)) + "; " + COVERAGE)
@@ -374,26 +463,15 @@ class Expressions:
     def _array_op(self, node, row, args, receiver=None) -> Val:
         """An equation for an array operation; its operands become names first."""
         operands, statics, codes = [], [], {}
+        problems: list = []
         for p, a in args.items():
-            if p == row.sequence:
-                if not isinstance(a, (ast.List, ast.Tuple)):
-                    self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
-                names = [self._operand(self._expr(e), e) for e in a.elts]
-                operands += [(p, n, i) for i, n in enumerate(names)]
-                codes[p] = ast.List([ast.Name(n, ast.Load()) for n in names], ast.Load())
-            elif row.vjp.get(p):
-                n = self._operand(self._expr(a), a)
-                operands.append((p, n, None))
-                codes[p] = ast.Name(n, ast.Load())
-            else:
-                code = self._constant_code(a)
-                if isinstance(code, ast.Name) and code.id in self.active and \
-                        p not in row.vjp:  # (an empty rule: it has no gradient)
-                    self.fail(a, f"{p} must not depend on the differentiated inputs",
-                              f"a constant {p}, such as a number or x.shape")
-                text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
-                statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
-                codes[p] = code
+            try:
+                self._argument(row, p, a, operands, statics, codes)
+            except SymdiffError as e:  # read the others too: report every problem
+                problems.extend(e.problems or (self.src.problem(a, str(e)),))
+        if problems:
+            raise SymdiffError(problems=tuple(problems))
+        self._refuse_early(node, row, operands, dict(statics))
         # The same operation of the same values twice (x[:-1] in two places) is one value:
         # computed once, and its adjoints summed before they are scattered back.
         key = (row.names[0], tuple(operands), tuple(statics))
@@ -413,9 +491,65 @@ class Expressions:
         self.temps.add(out)
         if row.names[0] in _VIEWS:  # x[1:], x.T, reshape: the same data under a new name
             self.alias[out] = self._root(operands[0][1])
+        if row.names[0] in ("np.stack", "np.concatenate", "np.outer"):
+            self.arrays.add(out)
+        if row.names[0] == "np.reshape":
+            shape = _literal(dict(statics).get("shape"))
+            if isinstance(shape, tuple):
+                self.ndims[out] = len(shape)
         self.eqns.append(Eqn(out, "array", code, self.line, inputs, active, self.where, op=row,
                              operands=tuple(operands), statics=tuple(statics)))
         return Val(symbol(out), ast.Name(out, ast.Load()))
+
+    def _argument(self, row, p, a, operands, statics, codes):
+        """Parameter ``p`` of an array operation, given as ``a``: an operand (a name), a
+        list of operands, or a static argument (code run as written)."""
+        if p == row.sequence:
+            if not isinstance(a, (ast.List, ast.Tuple)):
+                self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
+            problems: list = []
+            vals = [self._lowered(e, problems) for e in a.elts]
+            if problems:
+                raise SymdiffError(problems=tuple(problems))
+            names = [self._operand(v, e) for v, e in zip(vals, a.elts, strict=True)]
+            operands += [(p, n, i) for i, n in enumerate(names)]
+            codes[p] = ast.List([ast.Name(n, ast.Load()) for n in names], ast.Load())
+        elif row.vjp.get(p):
+            v = self._expr(a)
+            n = self._operand(v, a)
+            if isinstance(v.value, np.ndarray):  # a module-level array: its ndim is known
+                self.ndims[n] = v.value.ndim
+            operands.append((p, n, None))
+            codes[p] = ast.Name(n, ast.Load())
+        else:
+            code = self._constant_code(a)
+            if isinstance(code, ast.Name) and code.id in self.active and \
+                    p not in row.vjp:  # (an empty rule: it has no gradient)
+                self.fail(a, f"{p} must not depend on the differentiated inputs",
+                          f"a constant {p}, such as a number or x.shape")
+            text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
+            statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
+            codes[p] = code
+
+    def _refuse_early(self, node, row, operands, statics):
+        """What the backward sweep's rule would refuse when called, refused now, where it
+        is known already: a literal norm order, np.dot of a stack of known ndim. The rule
+        itself is asked (on small stand-in arrays), so that this follows what it supports."""
+        name = row.names[0]
+        if name == "np.linalg.norm" and "ord" in statics and "axis" not in statics:
+            order = _literal(statics["ord"])
+            if order is not _UNKNOWN and all(_refuses(runtime._norm_grad, 1.0, np.ones(shape),
+                                                       1.0, order) for shape in ((2,), (2, 2))):
+                self.fail(node, f"{name} with ord={order!r} is not supported",
+                          "np.linalg.norm with ord=None, 2 (vectors) or 'fro' (matrices)")
+        if name == "np.dot" and len(operands) == 2:
+            ndims = [self.ndims.get(n, 1) for _, n, _ in operands]  # unknown: try 1
+            if max(ndims) > 2:
+                a, b = (np.ones((2,) * d) for d in ndims)
+                g = np.ones(np.shape(np.dot(a, b)))
+                if _refuses(runtime._dot_grad, g, a, b, 0):
+                    self.fail(node, f"{name} of arrays of {max(ndims)} dimensions (stacks of "
+                              "matrices) is not supported", "np.matmul or np.einsum")
 
     def _forward_code(self, node, row, codes, receiver):
         """The user's own call (or operator, or method), with its operands renamed."""
@@ -499,17 +633,27 @@ class Expressions:
     def _constant_code(self, node):
         """``node`` with local names renamed, for code that is run but not differentiated."""
         code = copy.deepcopy(node)
+        problems: list = []
         for n in ast.walk(code):
             if isinstance(n, ast.Name):
-                ssa = self._local(n, n.id)
-                if ssa is not None:
-                    n.id = ssa
-                elif n.id in self.local_functions:
-                    self.fail(n, f"{n.id} is defined inside the function, so the generated "
-                              "code cannot call it here", "define it at module level")
-                else:
-                    self._use_global(n, n.id)
+                try:
+                    self._rename(n)
+                except SymdiffError as e:  # read the other names too: report every problem
+                    problems.extend(e.problems)
+        if problems:
+            raise SymdiffError(problems=tuple(problems))
         return code
+
+    def _rename(self, n):
+        """A name in code run as written: renamed to its SSA version, or a global."""
+        ssa = self._local(n, n.id)
+        if ssa is not None:
+            n.id = ssa
+        elif n.id in self.local_functions:
+            self.fail(n, f"{n.id} is defined inside the function, so the generated "
+                      "code cannot call it here", "define it at module level")
+        else:
+            self._use_global(n, n.id)
 
 
 OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
@@ -553,13 +697,31 @@ _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "n
           "np.broadcast_to"}
 
 
-def _check_einsum(lowering, spec, count):
-    """Refuse, where the subscripts are written out, the np.einsum forms symdiff lacks."""
-    if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
-        problem = runtime._einsum_problem(spec.value, count)
-        if problem:
-            lowering.fail(spec, f"np.einsum with {problem} is not supported",
-                          "explicit subscripts, one letter per axis, such as 'ij,jk->ik'")
+
+
+_UNKNOWN = object()
+# What always returns a new ndarray (0-d at least): a name bound to one is an array.
+_ARRAY_MAKERS = (np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.full_like,
+                 np.eye, np.identity, np.arange, np.linspace)
+
+
+def _literal(text):
+    """The value of a static argument's code if it is a literal, else _UNKNOWN."""
+    try:
+        return ast.literal_eval(text) if text is not None else _UNKNOWN
+    except (ValueError, SyntaxError, TypeError):
+        return _UNKNOWN
+
+
+def _refuses(rule, *args) -> bool:
+    """Whether a backward rule raises SymdiffError for these (stand-in) arguments."""
+    try:
+        rule(*args)
+    except SymdiffError:
+        return True
+    except Exception:  # noqa: BLE001 - anything else: not a refusal we can report early
+        return False
+    return False
 
 
 def _boolean(node) -> bool:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import logging
+import sys
 import types
 
 import numpy as np
 
-from . import runtime
+from . import rules, runtime
 from .errors import Problem, SymdiffError
 from .exits import RETURN, ExitError, single_exit
-from .expressions import OPS, Expressions, Val, names_in
+from .expressions import COVERAGE, OPS, Expressions, Val, _user_function, names_in
 from .ir import IR, Eqn, If, Names, symbol
 from .loops import Loops, assigned
 from .parse import MISSING, FunctionSource, Parsed
@@ -28,7 +30,16 @@ RESERVED = ("np", "SymdiffError", *(n for n, v in vars(runtime).items()
 
 def lower(parsed: Parsed, wrt) -> IR:
     """Lower ``parsed`` for differentiation with respect to ``wrt`` (names or positions)."""
-    return _Lowering(parsed).run(wrt)
+    # Lowering recurses through the code as it nests (an expression in a call, a helper
+    # inlined in a helper: ten frames a helper), and Python runs code deeper than its
+    # default limit of 1000 frames allows that. The frames are Python's own, which since
+    # 3.11 do not grow the C stack; SymPy, which does, sees only short expressions (DEPTH).
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
+    try:
+        return _Lowering(parsed).run(wrt)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 class _Lowering(Expressions, Loops):
@@ -63,6 +74,10 @@ class _Lowering(Expressions, Loops):
         self.guards: dict = {}  # (id(container), name) -> (container, name, function)
         self.counter = 0
         self.label = ""
+        self.starred: dict[str, str] = {}  # the function's *args, **kwargs: name -> stars
+        self.ndims: dict[str, int] = {}  # SSA name -> its number of axes, where known
+        self.arrays: set[str] = set()  # SSA names certainly bound to an ndarray
+        self.depth_checked: set[int] = set()  # ids of equations _refuse_deep has seen
         ids = _identifiers(self.node)
         self.locals = assigned(self.node.body)
         # NumPy is np in the generated code, unless the function uses np for something else.
@@ -91,6 +106,8 @@ class _Lowering(Expressions, Loops):
             self.bound.add(p)
         self.active = set(wrt_names)
         a = self.node.args
+        self.starred = {p.arg: "*" if p is a.vararg else "**" for p in (a.vararg, a.kwarg)
+                        if p is not None}
         for default in [*a.defaults, *[d for d in a.kw_defaults if d is not None]]:
             for n in ast.walk(default):  # the generated def repeats the defaults' code
                 if isinstance(n, ast.Name) and self.parsed.namespace.lookup(n.id) is not MISSING:
@@ -128,9 +145,19 @@ class _Lowering(Expressions, Loops):
         for w in wrt:
             if isinstance(w, int) and not isinstance(w, bool):
                 if not -len(positional) <= w < len(positional):
+                    count = _count(len(positional), "positional parameter")
+                    if starred:
+                        stars = ", ".join(("*" if p is a.vararg else "**") + p.arg
+                                          for p in (a.vararg, a.kwarg) if p is not None)
+                        what = f"{count} and {stars}" if positional else \
+                            f"no named parameter, only {stars}"
+                        raise self.src.error(
+                            self.node, f"wrt={w} is out of range: {self.parsed.name} has "
+                            f"{what}, which cannot be differentiated",
+                            "differentiate a function whose parameters are named (a "
+                            "functools.wraps wrapper: the function it wraps, __wrapped__)")
                     raise self.src.error(self.node, f"wrt={w} is out of range: "
-                                         f"{self.parsed.name} has {len(positional)} "
-                                         "positional parameters")
+                                         f"{self.parsed.name} has {count}")
                 w = positional[w]
             if w in starred:
                 raise self.src.error(self.node, f"cannot differentiate with respect to *{w}",
@@ -155,13 +182,39 @@ class _Lowering(Expressions, Loops):
         for stmt in stmts:
             self.line = stmt.lineno
             self.where = (f"line {stmt.lineno}{self.label}", self._statement_text(stmt))
+            first = len(self.eqns)
             try:
                 self._statement(stmt)
+                self._refuse_deep(stmt, self.eqns[first:])
             except SymdiffError as e:
                 # An error with no place of its own (a helper whose source is unreadable)
                 # is reported at the statement that led to it.
                 self.problems.extend(e.problems or (self.src.problem(stmt, str(e)),))
                 self._poison(stmt)
+            except RecursionError:
+                if len(self.stack) > _MAX_DEPTH:
+                    message, hint = (f"helpers call each other {len(self.stack)} deep here, "
+                                     "more than symdiff can follow", "fewer nested helpers")
+                else:
+                    message, hint = (f"this statement nests {_depth(stmt)} levels deep, more "
+                                     "than symdiff can read", "split it into several "
+                                     "assignments")
+                self.problems.append(self.src.problem(stmt, message, hint))
+                self._poison(stmt)
+
+    def _refuse_deep(self, stmt, eqns):
+        """Deep arithmetic is cut into temporaries (expressions.DEPTH); what is run as
+        written (a condition, a stop_gradient's argument) is not, and the generated code
+        could not be printed: refuse it here, where it is."""
+        for eqn in eqns:
+            if id(eqn) in self.depth_checked:  # an inlined helper's, checked in it
+                continue
+            self.depth_checked.add(id(eqn))
+            code = eqn.code if isinstance(eqn, Eqn) else getattr(eqn, "header", None)
+            if code is not None and _depth(code) > _MAX_DEPTH:
+                self.fail(stmt, f"this statement nests {_depth(stmt)} levels deep where "
+                          "symdiff cannot cut it into parts (a condition, an argument of "
+                          "stop_gradient, an index...)", "split it into several assignments")
 
     def _statement_text(self, stmt) -> str:
         """The statement's own text (without a trailing comment): its first line."""
@@ -193,6 +246,8 @@ class _Lowering(Expressions, Loops):
                 pass
             case ast.Assert():
                 self._assert(stmt)
+            case ast.Expr(value=ast.Call() as call):
+                self._call_statement(stmt, call)
             case ast.If():
                 self._if(stmt)
             case ast.For() | ast.While():
@@ -250,8 +305,15 @@ class _Lowering(Expressions, Loops):
             if target.id == RETURN and isinstance(value, ast.Constant) and value.value is None:
                 self.fail(value, "return without a value", "return the scalar to differentiate")
             self._bind(target.id, self._expr(value), value)
+            ndim = self.ndims.get(self.env[target.id], 0)
+            if target.id == RETURN and ndim and self.parsed is self.top:
+                self.fail(value, f"{self.parsed.name} returns an array of {ndim} dimensions; "
+                          "a gradient needs a scalar output",
+                          "return one scalar (np.sum, np.mean reduce an array)")
             return
         if isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, ast.Call):
+                self._unpacked_call(value)
             if not isinstance(value, (ast.Tuple, ast.List)) or len(value.elts) != len(
                     target.elts):
                 self.fail(value, "tuple unpacking needs a tuple of the same length on the right",
@@ -267,6 +329,19 @@ class _Lowering(Expressions, Loops):
         self._unsupported_statement(ast.Assign(targets=[target], value=value,
                                                lineno=target.lineno,
                                                col_offset=target.col_offset))
+
+    def _unpacked_call(self, call):
+        """a, b = f(x): say what is wrong with f, rather than with the unpacking."""
+        if isinstance(call.func, ast.Attribute) and self._is_local_value(call.func.value):
+            return
+        fn = self._expr(call.func).value
+        name = ast.unparse(call.func)
+        if isinstance(fn, FunctionSource) or _user_function(fn):
+            self.fail(call, f"{name} returns several values, which symdiff does not "
+                      "support yet", "a helper for each value, each returning one")
+        if rules.lookup(fn) is None and not rules.no_gradient(fn):
+            self.fail(call, f"{name} is not supported", "the NumPy and math functions in "
+                      + COVERAGE)
 
     def _refuse_shared(self, stmt, name):
         """x += 1 changes an ndarray in place: where another name may share x's array, the
@@ -286,6 +361,11 @@ class _Lowering(Expressions, Loops):
             stmt, f"{name} is an array shared with {others[0]}, so NumPy's augmented "
             f"assignment changes {others[0]} too, which symdiff does not follow",
             f"{name} = {name} {OPS.get(type(stmt.op), '?')} ..., which makes a new array")
+        # A certainly-made ndarray that certainly shares (no branch or loop in between):
+        # refuse it now, not at the call.
+        if len(roots) == 1 and roots <= self.arrays and any(
+                self._roots(ssa) == roots for ssa in sharing.values()):
+            raise SymdiffError(problems=(problem,))
         # Whether they share it depends on the path taken (b = M in a branch, or in a loop
         # that may not run): the check compares the arrays themselves.
         candidates = sorted(set(sharing.values()))
@@ -334,6 +414,10 @@ class _Lowering(Expressions, Loops):
                 self.active.add(ssa)
             if last.out in self.alias:
                 self.alias[ssa] = self.alias[last.out]
+            if last.out in self.arrays:
+                self.arrays.add(ssa)
+            if last.out in self.ndims:
+                self.ndims[ssa] = self.ndims[last.out]
         else:
             self._emit_elementwise(ssa, val)
             if isinstance(val.code, ast.Name):  # b = a: one array, two names
@@ -358,6 +442,30 @@ class _Lowering(Expressions, Loops):
         while name in self.alias and self.alias[name] != name:
             name = self.alias[name]
         return name
+
+    def _call_statement(self, stmt, call):
+        """A call made for its effect: print and logging run in the forward sweep, as
+        written, and are not differentiated; other effects are refused, each saying why."""
+        name = ast.unparse(call.func)
+        if isinstance(call.func, ast.Attribute) and call.func.attr in _MUTATORS and \
+                self._is_local_value(call.func.value):
+            receiver = ast.unparse(call.func.value)
+            self.fail(stmt, f"{name}(...) changes {receiver} in place, which symdiff does "
+                      "not follow", "make a new array: np.stack([a, b]), np.concatenate, "
+                      "arithmetic")
+        fn = self._expr(call.func).value
+        if fn is print or _logging(fn):
+            code = self._constant_code(stmt)
+            self.eqns.append(Eqn("", "assert", code, stmt.lineno, names_in(code), False,
+                                 self.where))
+            return
+        if fn is breakpoint:
+            self.fail(stmt, "breakpoint() inside a function being differentiated is not "
+                      "supported", "remove it, and step into the gradient instead: "
+                      "pdb.runcall(g.__wrapped__, ...)")
+        self.fail(stmt, f"{name}(...) is called for its effect alone, which symdiff does "
+                  "not follow", "a call whose value is used (y = ...); print and logging "
+                  "calls, which run as written")
 
     def _assert(self, stmt):
         code = self._constant_code(stmt)
@@ -482,13 +590,15 @@ class _Lowering(Expressions, Loops):
                             strict=True))
         defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
                          if d is not None})
-        args = {}
+        args, problems = {}, []
         for p in positional + keyword_only:
             if p in given:
-                args[p] = self._expr(given[p])
+                args[p] = self._lowered(given[p], problems)
             elif p not in defaults:
                 self.fail(node, f"{callee.name} needs the argument {p!r}",
                           f"{callee.name}({', '.join(positional + keyword_only)})")
+        if problems:
+            raise SymdiffError(problems=tuple(problems))
         nested = isinstance(fn, FunctionSource) and fn.name in self.local_functions and \
             self.local_functions[fn.name] is fn
         def_time = self._def_time_defaults(fn, positional)
@@ -528,6 +638,40 @@ class _Lowering(Expressions, Loops):
 
 
 _STATEMENTS = "assignments, if/else, for, while, return, assert, pass, nested def"
+
+
+# Methods that change their list, dict, set or array in place.
+_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+             "update", "setdefault", "add", "discard", "fill", "resize", "put", "itemset",
+             "partition", "setflags", "__setitem__", "__iadd__"}
+
+
+def _logging(fn) -> bool:
+    """A function or a logger's method of the logging module (logging.info, log.debug)."""
+    owner = getattr(fn, "__self__", None)
+    return getattr(fn, "__module__", None) == "logging" or isinstance(owner, (
+        logging.Logger, logging.LoggerAdapter))
+
+
+# How deeply the code of one generated statement may nest: printing it (ast.unparse)
+# recurses a few frames a level, within Python's default limit of 1000.
+_MAX_DEPTH = 100
+_RECURSION_LIMIT = 20_000
+
+
+def _depth(node) -> int:
+    """How many levels ``node``'s tree has (without recursion: it may be thousands)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in ast.iter_child_nodes(n))
+    return deepest
+
+
+def _count(n: int, what: str) -> str:
+    """``1 positional parameter``, ``2 positional parameters``."""
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
 def _without_docstring(body):

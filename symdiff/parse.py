@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import linecache
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -115,18 +116,29 @@ def parse(fn) -> Parsed:
     return Parsed(node.name, node, source, Namespace(fn.__globals__, closure, cells), fn)
 
 
-def _find_definition(fn, source: Source) -> ast.FunctionDef:
-    code = fn.__code__
+@functools.lru_cache(maxsize=8)
+def _definitions(source: Source):
+    """``source`` parsed once, and its defs by (name, first line, decorators included):
+    a function calling a hundred helpers of one file reads the file once, not a hundred
+    times. None for a file Python cannot parse as a whole."""
     try:
         tree = ast.parse("".join(source.lines), source.filename)
-    except SyntaxError:
-        tree = None
-    if tree is not None:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and node.name == code.co_name:
-                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                if first == code.co_firstlineno:
-                    return node
+    except (SyntaxError, RecursionError, MemoryError):
+        return None, {}
+    defs = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            defs.setdefault((node.name, first), node)
+    return tree, defs
+
+
+def _find_definition(fn, source: Source) -> ast.FunctionDef:
+    code = fn.__code__
+    tree, defs = _definitions(source)
+    node = defs.get((code.co_name, code.co_firstlineno))
+    if node is not None:
+        return node
     if code.co_name == "<lambda>" and tree is not None:
         return _lambda_definition(code, tree, source)
     raise SymdiffError(

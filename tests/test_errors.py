@@ -133,6 +133,113 @@ CASES = {
             ^
           supported instead: return the scalar value to differentiate
         """),
+    "star_parameter": ("""
+        import numpy as np
+        def f(x, *rest):
+            return np.sum(x) + len(rest)
+        """, "\n".join([
+        'F:4:28: the parameter *rest is not supported',
+        '        return np.sum(x) + len(rest)',
+        '                               ^',
+        '  supported instead: name each parameter: def f(x, a, b)',
+    ])),
+    "wraps_wrapper": ("""
+        import functools
+        def deco(fn):
+            @functools.wraps(fn)
+            def wrapper(*a, **k):
+                return fn(*a, **k)
+            return wrapper
+        @deco
+        def f(x):
+            return x * x
+        """, "\n".join([
+        'F:5:5: wrt=0 is out of range: wrapper has no named parameter, only *a, **k, '
+        'which cannot be differentiated',
+        '        def wrapper(*a, **k):',
+        '        ^',
+        '  supported instead: differentiate a function whose parameters are named (a '
+        'functools.wraps wrapper: the function it wraps, __wrapped__)',
+    ])),
+    "unpacking_an_unsupported_function": ("""
+        import numpy as np
+        def f(x):
+            sign, logdet = np.linalg.slogdet(x)
+            return logdet
+        """, "\n".join([
+        'F:4:20: np.linalg.slogdet is not supported',
+        '        sign, logdet = np.linalg.slogdet(x)',
+        '                       ^',
+        '  supported instead: the NumPy and math functions in the coverage table in README.md',
+    ])),
+    "unpacking_a_helper": ("""
+        def h(x):
+            return x, 2 * x
+        def f(x):
+            a, b = h(x)
+            return a * b
+        """, "\n".join([
+        'F:5:12: h returns several values, which symdiff does not support yet',
+        '        a, b = h(x)',
+        '               ^',
+        '  supported instead: a helper for each value, each returning one',
+    ])),
+    "append": ("""
+        import numpy as np
+        def f(x, L):
+            L.append(x)
+            return np.sum(x)
+        """, "\n".join([
+        'F:4:5: L.append(...) changes L in place, which symdiff does not follow',
+        '        L.append(x)',
+        '        ^',
+        '  supported instead: make a new array: np.stack([a, b]), np.concatenate, arithmetic',
+    ])),
+    "breakpoint": ("""
+        def f(x):
+            breakpoint()
+            return x
+        """, "\n".join([
+        'F:3:5: breakpoint() inside a function being differentiated is not supported',
+        '        breakpoint()',
+        '        ^',
+        '  supported instead: remove it, and step into the gradient instead: '
+        'pdb.runcall(g.__wrapped__, ...)',
+    ])),
+    "call_for_its_effect": ("""
+        def h(x):
+            return x
+        def f(x):
+            h(x)
+            return x
+        """, "\n".join([
+        'F:5:5: h(...) is called for its effect alone, which symdiff does not follow',
+        '        h(x)',
+        '        ^',
+        '  supported instead: a call whose value is used (y = ...); print and logging '
+        'calls, which run as written',
+    ])),
+    "not_an_array_method": ("""
+        def f(x, parser):
+            args = parser.parse_args()
+            return x
+        """, "\n".join([
+        'F:3:12: parser.parse_args() is not supported: symdiff differentiates numbers '
+        'and arrays, and .parse_args() is not a method of NumPy arrays',
+        '        args = parser.parse_args()',
+        '               ^',
+        '  supported instead: compute it outside the function and pass the value in',
+    ])),
+    "einsum_sublists": ("""
+        import numpy as np
+        def f(x):
+            return np.einsum(x, [0, 1], [])
+        """, "\n".join([
+        "F:4:22: np.einsum's sublist form, np.einsum(a, [0, 1], ...), is not supported",
+        '        return np.einsum(x, [0, 1], [])',
+        '                         ^',
+        "  supported instead: subscripts in a string, such as 'ij,jk->ik'",
+    ])),
     # Written without dedent: a tab in the source line stays a tab in the caret line.
     "tabs_keep_the_caret_aligned": ("def f(x):\n\ty = x\n\treturn x << y\n",
                                     "F:3:9: operator << is not supported yet\n"
@@ -167,6 +274,9 @@ def test_every_problem_in_a_function_is_reported_together():
 def test_wrt_errors_name_the_parameters():
     assert "f has no parameter 'q'" in error_text("def f(x, y):\n    return x\n", wrt="q")
     assert "wrt=5 is out of range" in error_text("def f(x, y):\n    return x\n", wrt=5)
+    assert "f has 1 positional parameter\n" in error_text("def f(x):\n    return x\n", wrt=1)
+    assert "f has 1 positional parameter and *a, which cannot" in error_text(
+        "def f(x, *a):\n    return x\n", wrt=1)
     assert "cannot differentiate with respect to *rest" in error_text(
         "def f(x, *rest):\n    return x\n", wrt="rest")
 
@@ -186,3 +296,125 @@ def test_functions_without_source_are_refused_clearly():
         grad(namespace["h"])(1.0)
     with pytest.raises(SymdiffError, match="Python functions"):
         grad(np.sin)(1.0)
+
+
+def test_every_problem_in_an_expression_is_reported():
+    text = error_text("""
+        import numpy as np
+        def f(x):
+            return np.sum(np.fft.fft(x)) + np.sum(np.fft.ifft(x)) * np.hypot(x, missing)
+        """)
+    assert [line for line in text.splitlines() if line.startswith("F:")] == [
+        "F:4:19: np.fft.fft is not supported",
+        "F:4:43: np.fft.ifft is not supported",
+        "F:4:73: name 'missing' is not defined"]
+
+
+def test_every_problem_in_the_arguments_of_an_array_operation_is_reported():
+    text = error_text("""
+        import numpy as np
+        def f(x):
+            return np.sum(np.stack([np.fft.fft(x), np.fft.rfft(x)]))
+        """)
+    assert text.count("is not supported") == 2
+
+
+def test_print_and_logging_run_in_the_forward_sweep(capsys):
+    f = load("""
+        import logging
+        import numpy as np
+        log = logging.getLogger("symdiff-test")
+        def f(x):
+            y = np.sin(x)
+            print("y:", y)
+            log.debug("y = %s", y)
+            return np.sum(y * x)
+        """, "f")
+    x = np.array([0.5, 1.5])
+    g = grad(f)(x)
+    assert capsys.readouterr().out == f"y: {np.sin(x)}\n"
+    np.testing.assert_allclose(g, np.sin(x) + x * np.cos(x))
+
+
+def test_an_unsupported_norm_order_is_refused_when_building():
+    text = error_text("""
+        import numpy as np
+        def f(x):
+            return np.linalg.norm(x, ord=1)
+        """)
+    assert text == "\n".join([
+        "F:4:12: np.linalg.norm with ord=1 is not supported",
+        "        return np.linalg.norm(x, ord=1)",
+        "               ^",
+        "  supported instead: np.linalg.norm with ord=None, 2 (vectors) or 'fro' (matrices)"])
+
+
+def test_np_dot_of_a_stack_of_known_dimensions_is_refused_when_building():
+    text = error_text("""
+        import numpy as np
+        W = np.ones((2, 3, 3))
+        def f(x):
+            return np.sum(np.dot(W, x)) + np.sum(np.dot(x.reshape(2, 2, 2), x[:2]))
+        """)
+    assert [line for line in text.splitlines() if line.startswith("F:")] == [
+        "F:5:19: np.dot of arrays of 3 dimensions (stacks of matrices) is not supported",
+        "F:5:42: np.dot of arrays of 3 dimensions (stacks of matrices) is not supported"]
+
+
+def test_writing_into_a_callers_array_is_refused_when_building():
+    text = error_text("""
+        import numpy as np
+        def h(a, b):
+            b -= a
+            return np.sum(b)
+        def f(x):
+            M = np.zeros(2)
+            return h(x, M) + np.sum(M * x)
+        """)
+    assert text == "\n".join([
+        "F:4:5: b is an array shared with M, so NumPy's augmented assignment changes M too, "
+        "which symdiff does not follow",
+        "        b -= a",
+        "        ^",
+        "  supported instead: b = b - ..., which makes a new array"])
+
+
+def test_every_problem_in_helper_arguments_and_conditions_is_reported():
+    text = error_text("""
+        import numpy as np
+        def h(a, b):
+            return a
+        def f(x):
+            return np.sum(np.where(x > aa, x, bb)) + h(np.fft.ifft(x), cc)
+        """)
+    assert [line for line in text.splitlines() if line.startswith("F:")] == [
+        "F:6:32: name 'aa' is not defined",
+        "F:6:39: name 'bb' is not defined",
+        "F:6:48: np.fft.ifft is not supported",
+        "F:6:64: name 'cc' is not defined"]
+
+
+def test_print_sees_values_the_gradient_itself_does_not_need(capsys):
+    f = load("""
+        import numpy as np
+        def f(x):
+            y = x * 2.0
+            z = np.sum(y)
+            print("y", y, z)
+            return z
+        """, "f")
+    np.testing.assert_array_equal(grad(f)(np.array([1.0, 2.0])), [2.0, 2.0])
+    assert capsys.readouterr().out == "y [2. 4.] 6.0\n"
+
+
+def test_an_output_reshaped_to_an_array_is_refused_when_building():
+    text = error_text("""
+        import numpy as np
+        def f(x):
+            return np.sum(x * x).reshape(1, 1)
+        """)
+    assert text == "\n".join([
+        "F:4:12: f returns an array of 2 dimensions; a gradient needs a scalar output",
+        "        return np.sum(x * x).reshape(1, 1)",
+        "               ^",
+        "  supported instead: return one scalar (np.sum, np.mean reduce an array)"])
