@@ -7,7 +7,9 @@ value at the point). Each main() is run with its output captured, and its number
 compared with the same procedure driven by the hand-derived gradients.
 """
 
+import os
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -513,3 +515,26 @@ def test_td_main_converges_to_q_star(capsys):
     assert_close(res["q_star"], q_star)
     assert np.max(np.abs(res["W"] - q_star)) < 1e-6
     assert "largest difference:" in out
+
+
+def test_debugging_shows_located_errors_and_the_generated_line(capsys):
+    mod, result, out = run_main("debugging", capsys)
+    path = str(EXAMPLES / "debugging.py")
+    for col, name in ((19, "np.cumsum"), (42, "np.partition"), (71, "np.gradient")):
+        assert f"{path}:35:{col}: {name} is not supported" in out
+    # The traceback reads the generated file; the note names the user's line.
+    assert "    z = X @ w  # line 28\n" in out
+    assert f"{path}:28:5: raised by this line of logistic_loss's own code" in out
+    X = np.random.default_rng(0).normal(size=(5, 3))
+    y = np.array([0.0, 1.0, 1.0, 0.0, 1.0])
+    assert_close(result, X.T @ (sigmoid(X @ np.zeros(3)) - y) / 5)
+
+
+def test_debugging_pdb_steps_through_the_generated_gradient(tmp_path):
+    env = {**os.environ, "SYMDIFF_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, str(EXAMPLES / "debugging.py"), "--pdb"],
+                         input="n\nn\np z.shape\nc\n", capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "grad_logistic_loss-" in run.stdout and "z = X @ w  # line 28" in run.stdout
+    assert "(5,)" in run.stdout  # p z.shape, after the first line ran
