@@ -93,10 +93,7 @@ def _mark(folder: Path) -> None:
 
 
 def _shard(root: Path, name: str, create: bool = False) -> Path | None:
-    """The folder ``root/name`` if symdiff made it and only this user can write it.
-
-    ``create``: make it if missing, or mark it if an earlier symdiff made it (``_adopt``).
-    """
+    """The folder ``root/name`` if symdiff made it and only this user can write it."""
     path = root / name
     if create:
         try:
@@ -108,39 +105,21 @@ def _shard(root: Path, name: str, create: bool = False) -> Path | None:
             return None
     try:
         info = os.lstat(path)  # a symlink is not a folder symdiff made
+        marker = os.lstat(path / MARKER)
     except OSError:
         return None
-    if not (stat.S_ISDIR(info.st_mode) and _private(info)):
+    if not (stat.S_ISDIR(info.st_mode) and _private(info) and stat.S_ISREG(marker.st_mode)):
         return None
-    try:
-        marked = stat.S_ISREG(os.lstat(path / MARKER).st_mode)
-    except FileNotFoundError:
-        marked = create and _adopt(path)
-    except OSError:
-        return None
-    return path if marked else None
+    return path
 
 
-def _adopt(path: Path) -> bool:
-    """Mark a folder that earlier versions of symdiff made (before markers): one holding
-    entries and unfinished writes only, named as symdiff names them."""
-    try:
-        names = os.listdir(path)
-        if not names or not all(_ENTRY.fullmatch(n) or _TEMP.fullmatch(n) for n in names):
-            return False
-        _mark(path)
-    except OSError:
-        return False
-    return True
-
-
-def _shards(root: Path, adopt: bool = False):
+def _shards(root: Path):
     """The folders symdiff made directly under ``root`` (no deeper: it never makes any)."""
     try:
         names = sorted(e.name for e in os.scandir(root) if _SHARD.fullmatch(e.name))
     except OSError:
         return []
-    return [s for s in (_shard(root, n, adopt) for n in names) if s is not None]
+    return [s for s in (_shard(root, n) for n in names) if s is not None]
 
 
 def _read(path: Path) -> bytes | None:
@@ -385,9 +364,9 @@ def entries(root: Path | None = None) -> list[Path]:
     return _files(root, _ENTRY) if root is not None else []
 
 
-def _files(root: Path, pattern, adopt: bool = False) -> list[Path]:
+def _files(root: Path, pattern) -> list[Path]:
     found = []
-    for shard in _shards(root, adopt):
+    for shard in _shards(root):
         try:
             found += [Path(e.path) for e in os.scandir(shard)
                       if pattern.fullmatch(e.name) and e.is_file(follow_symlinks=False)]
@@ -421,24 +400,17 @@ def clear() -> int:
     if root is None:
         return 0
     removed = 0
-    for f in _files(root, _ENTRY, adopt=True):
-        if _ours(f) and _unlink(f):
+    for f in entries(root):
+        entry = _read(f)
+        try:
+            ours = json.loads(entry)["key"] == f.stem if entry is not None else False
+        except (ValueError, RecursionError, TypeError, KeyError):
+            ours = False
+        if ours and _unlink(f):
             removed += 1
     for f in _files(root, _CODE) + _files(root, _TEMP):
         _unlink(f)
     return removed
-
-
-def _ours(path: Path) -> bool:
-    """Whether the entry file ``path`` is one symdiff wrote: its schema, and its own key."""
-    data = _read(path)
-    try:
-        entry = json.loads(data) if data is not None else None
-        # Entries before FORMAT 2 did not record their key.
-        return isinstance(entry["source"], str) and (
-            entry["format"] == 1 or entry["key"] == path.stem)
-    except (ValueError, RecursionError, TypeError, KeyError):
-        return False
 
 
 def _unlink(path: Path) -> bool:

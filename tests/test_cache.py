@@ -312,23 +312,6 @@ def test_an_entry_in_a_folder_symdiff_did_not_make_is_not_read(project):
     assert grads == pytest.approx(expected()) and sympy_loaded
 
 
-def test_a_folder_of_an_earlier_version_is_adopted_and_cleared(project, monkeypatch):
-    # Before markers, symdiff made the same folders: holding only entries, they are its own.
-    tmp_path, cache_dir = project
-    run(tmp_path, cache_dir)
-    (entry,) = cache.entries(cache_dir)
-    data = json.loads(entry.read_text())
-    del data["key"]
-    entry.write_text(json.dumps({**data, "format": 1}))
-    for f in entry.parent.iterdir():
-        if f != entry:
-            f.unlink()
-    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(cache_dir))
-    assert cache.entries(cache_dir) == []
-    assert cache.clear() == 1
-    assert not entry.exists() and (entry.parent / cache.MARKER).exists()
-
-
 # --- entries that must not be trusted ---
 
 OTHER = MODULE + """
