@@ -72,6 +72,7 @@ class Gradient:
         n = len(args)
         if kwargs or n != self._arity:
             self._signature.check(self.fun, args, kwargs)
+            _defaults(fn, self.fun)  # as the function has them now (f.__defaults__ = ...)
         # Numbers in the two most common arities are told by their types alone: a loop
         # costs more here than the arithmetic of a two-float gradient.
         elif n == 2 and type(args[0]) in _PLAIN and type(args[1]) in _PLAIN or \
@@ -157,7 +158,9 @@ class Gradient:
             built = per_fn[key] = _build(self.fun, self.wrt, self.with_value, self.as_tuple)
         if self._signature is None:
             self._signature = calls.signature(self.fun, self.wrt)
-            self._arity = self._signature.arity
+            # Keyword-only defaults are read on every call (the fast path reads none).
+            self._arity = -1 if getattr(self.fun, "__kwdefaults__", None) else \
+                self._signature.arity
         self._built = built
         self._ready = None if built.refresh or built.guards else built.fn
         return built

@@ -256,7 +256,7 @@ def failure(error: Exception, fun, built) -> Exception:
     lines = built.source.splitlines()
     place = _place(fun, built, lines, tb.tb_lineno)
     if isinstance(error, SymdiffError):
-        located = SymdiffError(problems=(place(str(error)),))
+        located = SymdiffError(problems=(place(str(error), getattr(error, "hint", "")),))
         located.__suppress_context__ = True  # the same message, now with its place
         return located
     if tb.tb_lineno < built.backward:
@@ -292,7 +292,7 @@ def _place(fun, built, lines, lineno):
         line = code.co_firstlineno
     source_line = linecache.getline(filename, line).rstrip("\n")
     col = len(source_line) - len(source_line.lstrip()) + 1
-    return lambda message: Problem(filename, line, col, message, source_line)
+    return lambda message, hint="": Problem(filename, line, col, message, source_line, hint)
 
 
 def _helper_file(name, built) -> str | None:

@@ -370,7 +370,8 @@ class _Lowering(Expressions, Loops):
         # that may not run): the check compares the arrays themselves.
         candidates = sorted(set(sharing.values()))
         check = ast.Expr(ast.Call(ast.Name("_not_in_place", ast.Load()), [
-            ast.Name(self.env[name], ast.Load()), ast.Constant(problem.format()),
+            ast.Name(self.env[name], ast.Load()), ast.Constant(problem.message),
+            ast.Constant(problem.hint),
             *(ast.Name(n, ast.Load()) for n in candidates)], []))
         self.eqns.append(Eqn("", "assert", check, stmt.lineno, (self.env[name], *candidates),
                              False, self.where))

@@ -91,12 +91,15 @@ def _fit(g, x, copy=False):
     return np.array(np.broadcast_to(g, np.shape(x)), dtype=np.float64)
 
 
-def _not_in_place(value, message, *others):
+def _not_in_place(value, message, hint, *others):
     """Refuse an augmented assignment that NumPy would do in place on an array that one of
-    ``others`` (the names that may hold the same array) shares."""
+    ``others`` (the names that may hold the same array) shares. The error is placed at the
+    user's line by the caller of the gradient, which reads ``hint`` off it."""
     if isinstance(value, np.ndarray) and any(
             isinstance(o, np.ndarray) and np.may_share_memory(value, o) for o in others):
-        raise SymdiffError(message)
+        error = SymdiffError(message)
+        error.hint = hint
+        raise error
 
 
 def _check_scalar(value, name):

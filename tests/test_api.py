@@ -432,3 +432,18 @@ def test_a_string_that_looks_like_a_line_comment_does_not_move_the_place():
     with pytest.raises(AssertionError) as e:
         grad(f)(1.0, "  # line 99")
     assert e.value.__notes__[0].startswith(f"{inspect.getsourcefile(f)}:3:5: raised by")
+
+
+def test_defaults_given_to_the_function_later_are_the_ones_used():
+    f = load("""
+        def power(x, n=2):
+            return x ** n
+
+        def kw_power(x, *, n=2):
+            return x ** n
+        """)
+    assert grad(f.power)(3.0) == 6.0 and grad(f.kw_power)(3.0) == 6.0
+    f.power.__defaults__ = (3,)
+    f.kw_power.__kwdefaults__ = {"n": 3}
+    assert grad(f.power)(3.0) == 27.0 and grad(f.kw_power)(3.0) == 27.0
+    assert grad(f.kw_power)(3.0, n=1) == 1.0

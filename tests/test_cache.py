@@ -289,7 +289,9 @@ def test_clear_removes_only_what_symdiff_wrote(project, monkeypatch, capsys):
     cache_dir.mkdir()
     theirs = [cache_dir / "settings.json", cache_dir / "config" / "settings.json",
               cache_dir / "ab" / "index.json", cache_dir / "cd" / ("0" * 64 + ".json"),
-              cache_dir / "ef" / "deep" / ("1" * 64 + ".json")]
+              cache_dir / "ef" / "deep" / ("1" * 64 + ".json"),
+              # a folder of theirs holding only names like symdiff's entries and writes
+              cache_dir / "9a" / ("9a" + "2" * 62 + ".json"), cache_dir / "9a" / ".tmp-notes.json"]
     for f in theirs:
         f.parent.mkdir(exist_ok=True, parents=True)
         f.write_text(json.dumps({"format": 2, "key": f.stem}))
@@ -299,6 +301,7 @@ def test_clear_removes_only_what_symdiff_wrote(project, monkeypatch, capsys):
     assert main(["cache", "clear"]) == 0
     assert capsys.readouterr().out == "removed 1 entries\n"
     assert not entry.exists() and all(f.exists() for f in theirs)
+    assert not (cache_dir / "9a" / cache.MARKER).exists()  # not taken for one of ours
     assert not [f for f in entry.parent.iterdir() if f.name != cache.MARKER]  # code file too
 
 
