@@ -252,6 +252,9 @@ def failure(error: Exception, fun, built) -> Exception:
     while tb is not None and tb.tb_frame.f_code is not built.fn.__code__:
         tb = tb.tb_next
     if tb is None:  # raised before the generated code ran (a wrong number of arguments)
+        generated, name = f"{built.fn.__name__}()", f"{getattr(fun, '__name__', '')}()"
+        if isinstance(error, TypeError) and str(error).startswith(generated):
+            return TypeError(name + str(error)[len(generated):])  # as the function says it
         return error
     lines = built.source.splitlines()
     place = _place(fun, built, lines, tb.tb_lineno)

@@ -447,3 +447,11 @@ def test_defaults_given_to_the_function_later_are_the_ones_used():
     f.kw_power.__kwdefaults__ = {"n": 3}
     assert grad(f.power)(3.0) == 27.0 and grad(f.kw_power)(3.0) == 27.0
     assert grad(f.kw_power)(3.0, n=1) == 1.0
+
+
+def test_a_wrong_number_of_arguments_is_told_as_the_function_tells_it():
+    with pytest.raises(TypeError) as expected:
+        M.f(1.0)
+    with pytest.raises(TypeError) as e:
+        grad(M.f)(1.0)
+    assert str(e.value) == str(expected.value)  # f() missing 1 required positional ...
