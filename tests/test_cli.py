@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
+from gradcheck import run, write
 
 from symdiff import grad, rules
 from symdiff.check import check_gradient
@@ -92,18 +93,6 @@ def live(path):
     with pytest.raises(SystemExit):
         spec.loader.exec_module(module)
     return module
-
-
-def write(tmp_path, text, name="m.py"):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text))
-    return str(path)
-
-
-def run(capsys, *argv):
-    status = main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 PARAMS = {"helper": ("a",), "scalar": ("x", "y"), "straight_through": ("x",),
