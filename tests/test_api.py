@@ -1,5 +1,6 @@
 """Calling a gradient: the kinds of arguments it takes, what grad() refuses (methods,
-gradients), defaults, pickling and copying, and errors raised at the call."""
+gradients), defaults, pickling and copying, errors raised at the call, the output contract
+(gradients never alias) and the check that the value is a scalar."""
 
 from __future__ import annotations
 
@@ -432,3 +433,45 @@ def test_a_string_that_looks_like_a_line_comment_does_not_move_the_place():
     with pytest.raises(AssertionError) as e:
         grad(f)(1.0, "  # line 99")
     assert e.value.__notes__[0].startswith(f"{inspect.getsourcefile(f)}:3:5: raised by")
+
+
+# --- output contract --------------------------------------------------------------------
+
+CONTRACT = load("""
+import numpy as np
+
+def square_of_sum(x, y):
+    return np.sum((x + y) ** 2)
+
+def linear(x, y):
+    return np.sum(x * 3.0 + y)
+
+def sums(x, y):
+    return np.sum(x) + np.sum(y)
+
+def returns_parameter(x):
+    return x
+
+def returns_other(x, y):
+    return y
+""")
+
+
+@pytest.mark.parametrize("name", ["square_of_sum", "linear", "sums"])
+@pytest.mark.parametrize("wrt", [("x", "x"), (0, "x"), ("x", "y"), ("y", "x")])
+def test_gradients_never_alias(name, wrt):
+    x, y = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+    a, b = grad(getattr(CONTRACT, name), wrt=wrt)(x, y)
+    assert not np.shares_memory(a, b)
+    for g in (a, b):
+        assert g.flags.writeable and g.flags.owndata and g.dtype == np.float64
+        assert not np.shares_memory(g, x) and not np.shares_memory(g, y)
+
+
+def test_returned_parameter():
+    assert value_and_grad(CONTRACT.returns_parameter)(2.0) == (2.0, 1.0)
+    value, g = value_and_grad(CONTRACT.returns_parameter)(np.array(2.0))
+    assert value == 2.0 and isinstance(g, np.ndarray) and g.shape == () and g == 1.0
+    dx, dy = grad(CONTRACT.returns_other, wrt=(0, 1))(np.array([1.0, 2.0]), 3.0)
+    np.testing.assert_array_equal(dx, [0.0, 0.0])
+    assert dy == 1.0 and type(dy) is float

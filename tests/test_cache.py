@@ -1,15 +1,18 @@
 """The disk cache: hits without SymPy, rebuilds when anything in the key changes, safety."""
 
 import json
+import math
 import os
 import stat
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
+from gradcheck import load
 
-from symdiff import cache
+from symdiff import cache, grad
 
 MODULE = """
 import numpy as np
@@ -53,7 +56,6 @@ def project(tmp_path):
 
 
 def expected(scale=3.0, power=2):
-    import math
     x, y = 0.5, 2.0
     return (math.cos(x) * scale * y + 2 * power * x ** (power - 1),
             math.sin(x) * scale)
@@ -208,7 +210,6 @@ def test_editing_a_functools_wraps_wrapper_rebuilds(project):
     grads, sympy_loaded = run(tmp_path, cache_dir)
     assert grads == pytest.approx((5.0 * 2.0 * 0.87758256189, 5.0 * 0.4794255386))
     assert sympy_loaded
-
 
 
 # --- generated code in tracebacks and debuggers ---
@@ -455,3 +456,35 @@ def test_a_cache_dir_under_home_is_expanded(project):
                    check=True, capture_output=True)
     assert len(cache.entries(home / "symdiff-cache")) == 1
     assert not (tmp_path / "~").exists()
+
+
+def test_disk_cache_closures_of_different_functions(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path))
+    m = load("""
+import numpy as np
+def make(act):
+    def f(x):
+        return np.sum(act(x))
+    return f
+""")
+    x = np.array([0.3, 0.7])
+    np.testing.assert_allclose(grad(m.make(np.tanh))(x), 1 - np.tanh(x) ** 2)
+    np.testing.assert_allclose(grad(m.make(np.sin))(x), np.cos(x))
+
+
+def test_disk_cache_closures_of_different_helpers(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path))
+    m = load("""
+import numpy as np
+def make(h):
+    def f(x):
+        return np.sum(h(x))
+    return f
+def square(u):
+    return u * u
+def cube(u):
+    return u * u * u
+""")
+    x = np.array([0.3, 0.7])
+    np.testing.assert_allclose(grad(m.make(m.square))(x), 2 * x)
+    np.testing.assert_allclose(grad(m.make(m.cube))(x), 3 * x ** 2)

@@ -1,4 +1,5 @@
-"""Branches, loops, calls of user functions, lambdas: against central differences and by hand."""
+"""Branches, loops, calls of user functions, closures, lambdas, and stop_gradient and aliasing
+among them: against central differences and by hand."""
 
 import inspect
 import math
@@ -142,6 +143,700 @@ def sum_rows_then_mean(X):
     return np.mean(acc)
 """)
 M.other = OTHER
+
+
+V3 = np.array([0.5, -1.2, 2.0])
+V4 = np.array([0.5, -1.2, 2.0, 0.8])
+X32 = np.arange(6.0).reshape(3, 2) / 5 - 0.3
+W3 = np.array([0.3, 0.2, 0.1])
+
+
+# --- aliasing and reassignment ---------------------------------------------------------
+
+ALIAS = load("""
+import numpy as np
+
+def alias_then_rebind(x):
+    a = x
+    x = x * 2
+    return np.sum(a * x)
+
+def swap(x, y):
+    x, y = y, x * y
+    return np.sum(x * y + np.sin(x))
+
+def rebind_param_in_branch(x, y):
+    if np.sum(x) > 0:
+        x = x * y
+    else:
+        y = y * 3
+    return np.sum(x * y)
+
+def rebind_param_in_loop(x):
+    a = x
+    for i in range(3):
+        x = np.sin(x) * a
+    return np.sum(x)
+
+def augmented_on_fresh_value(x):
+    y = x * 1.0
+    y += x
+    y *= x
+    y -= 1
+    y /= 2
+    y **= 2
+    return np.sum(y)
+
+def loop_swap(x):
+    a = x
+    b = x * 2
+    for i in range(3):
+        a, b = b, a * b
+    return np.sum(a + b)
+
+def loop_target_shadows_param(x, y):
+    s = 0.0
+    for y in x:
+        s = s + y * y
+    return s
+""")
+
+
+COPIES = load("""
+import numpy as np
+
+def helper(u, v):
+    u = u * v
+    return np.sin(u) + v
+
+def copy_of_reduction(x):
+    a = np.sum(x)
+    b = a
+    return a * b
+
+def copy_of_transpose(x):
+    a = x.T
+    b = a
+    return np.sum(a * b)
+
+def reduction_passed_to_helper(x, y):
+    a = np.sum(y)
+    b = helper(a, x)
+    return np.sum(a * b)
+
+def concatenation_passed_to_helper(x, y):
+    a = x
+    a = np.concatenate([y[1:], y[:1]])
+    b = helper(a, x)
+    return np.sum(a * b)
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("copy_of_reduction", (V3,), (0,)),
+    ("copy_of_transpose", (V3,), (0,)),
+    ("reduction_passed_to_helper", (V3, V3 + 1), (0, 1)),
+    ("concatenation_passed_to_helper", (V3, V3 + 1), (0, 1)),
+])
+def test_copy_right_after_an_array_operation(name, args, wrt):
+    agrees(getattr(COPIES, name), args, wrt)
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("alias_then_rebind", (V3,), (0,)),
+    ("swap", (V3, V3[::-1] + 0.5), (0, 1)),
+    ("rebind_param_in_branch", (V3, V3 * 0.5), (0, 1)),
+    ("rebind_param_in_branch", (-V3 - 1, V3 * 0.5), (0, 1)),
+    ("rebind_param_in_loop", (V3,), (0,)),
+    ("augmented_on_fresh_value", (V3,), (0,)),
+    ("loop_swap", (V3 * 0.5,), (0,)),
+    ("loop_target_shadows_param", (V3, 1.0), (0, 1)),
+])
+def test_aliasing_and_reassignment(name, args, wrt):
+    agrees(getattr(ALIAS, name), args, wrt)
+
+
+# --- loops and branches ----------------------------------------------------------------
+
+LOOPS = load("""
+import numpy as np
+
+def zero_trip_for(x):
+    s = x
+    for i in range(0):
+        s = s * x
+    return np.sum(s * 2)
+
+def zero_trip_from_constant(x):
+    s = 1.0
+    for i in range(0):
+        s = s * x
+    return np.sum(s * x)
+
+def zero_trip_while(x):
+    s = x * 2
+    k = 5
+    while k < 3:
+        s = s * x
+        k = k + 1
+    return np.sum(s * x)
+
+def zero_trip_rows(X, y):
+    s = y * 2.0
+    for row in X:
+        s = s + np.sum(row) * y
+    return s * y
+
+def while_true_break(x):
+    s = x
+    k = 0
+    while True:
+        s = s * 1.1 + x
+        k = k + 1
+        if k >= 3:
+            break
+    return np.sum(s)
+
+def break_in_middle(x):
+    s = x
+    k = 0
+    while k < 10:
+        s = s * 2
+        if np.sum(s) > 20:
+            break
+        s = s + x
+        k = k + 1
+    return np.sum(s)
+
+def nested_for(x):
+    s = 0.0
+    for i in range(2):
+        t = x
+        for j in range(3):
+            t = t * x + i
+        s = s + t
+    return np.sum(s)
+
+def triangular(x):
+    s = x
+    for i in range(3):
+        for j in range(i):
+            s = s * x
+    return np.sum(s)
+
+def body_value_after_loop(x):
+    for i in range(3):
+        y = x * i
+    return np.sum(y * x)
+
+def range_index_after_loop(x):
+    for i in range(3):
+        pass
+    return x[i] * x[0]
+
+def reversed_range(x):
+    s = 1.0
+    for i in range(len(x) - 1, -1, -1):
+        s = s * x[i] + 1
+    return s
+
+def over_reversed_slice(x):
+    s = 0.0
+    for v in x[::-1]:
+        s = s * v + v
+    return s
+
+def over_expression(X):
+    s = 0.0
+    for r in X * 2:
+        s = s + np.sum(r ** 3)
+    return s
+
+def iterable_rebound_in_body(X):
+    s = 0.0
+    for row in X:
+        X = X * 2
+        s = s + np.sum(row * X[0])
+    return s
+
+def active_through_later_iterations(x):
+    a = 0.0
+    b = 0.0
+    c = 0.0
+    for i in range(4):
+        c = a * x
+        a = b
+        b = x * i
+    return np.sum(c * x)
+
+def active_subscript_later(x):
+    a = np.zeros(3)
+    for i in range(3):
+        y = a[0]
+        a = x * (i + 1)
+    return y * x[1]
+
+def outer_adjoint_only_in_branch(x):
+    y = x * 2
+    s = x
+    for i in range(3):
+        for j in range(2):
+            if j == 1:
+                s = s - y
+            else:
+                s = s + 3.0 * y
+    return np.sum(s * s)
+
+def loop_in_branch(x):
+    y = np.sin(x)
+    z = x
+    if x[0] > 0:
+        for i in range(2):
+            z = z + y
+    return np.sum(z * z)
+
+def data_dependent_while(x):
+    s = x[0]
+    while s < 10:
+        s = s * 2 + x[1]
+    return s
+
+def early_return(x):
+    y = x * 2
+    if np.sum(x) > 100:
+        return np.sum(y)
+    y = y * x
+    return np.sum(y)
+
+def while_continue_no_temporaries(x):
+    i = 0
+    s = x[0]
+    while i < 4:
+        i = i + 1
+        if i == 2:
+            continue
+        s = s * 1.5 + x[1]
+    return s
+
+def enumerate_rows(X):
+    s = 0.0
+    for i, row in enumerate(X):
+        s = s + (i + 1) * np.sum(row * row)
+    return s
+
+def zip_rows(X, Y):
+    s = 0.0
+    for a, b in zip(X, Y):
+        s = s + np.sum(a * b)
+    return s
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("zero_trip_for", (V3,), (0,)),
+    ("zero_trip_from_constant", (V3,), (0,)),
+    ("zero_trip_while", (V3,), (0,)),
+    ("zero_trip_rows", (np.zeros((0, 2)), 1.5), (0, 1)),
+    ("zero_trip_rows", (np.ones((2, 0)), 1.5), (0, 1)),
+    ("while_true_break", (V3,), (0,)),
+    ("break_in_middle", (V3,), (0,)),
+    ("nested_for", (V3,), (0,)),
+    ("triangular", (V3,), (0,)),
+    ("body_value_after_loop", (V3,), (0,)),
+    ("range_index_after_loop", (V3,), (0,)),
+    ("reversed_range", (V4,), (0,)),
+    ("over_reversed_slice", (V4,), (0,)),
+    ("over_expression", (X32,), (0,)),
+    ("iterable_rebound_in_body", (X32,), (0,)),
+    ("active_through_later_iterations", (V3,), (0,)),
+    ("active_subscript_later", (V3,), (0,)),
+    ("outer_adjoint_only_in_branch", (V3,), (0,)),
+    ("loop_in_branch", (V3,), (0,)),
+    ("data_dependent_while", (np.array([0.5, 0.7]),), (0,)),
+    ("early_return", (V3,), (0,)),
+    ("while_continue_no_temporaries", (V4,), (0,)),
+    ("enumerate_rows", (X32,), (0,)),
+    ("zip_rows", (X32, X32 + 1), (0, 1)),
+])
+def test_loops_and_branches(name, args, wrt):
+    agrees(getattr(LOOPS, name), args, wrt)
+
+
+IF_IN_LOOP = load("""
+import numpy as np
+
+def if_in_for(x):
+    s = 1.0
+    for i in range(4):
+        if i != 2:
+            s = s * np.sin(x[i])
+    return s
+
+def continue_in_for(x):
+    s = 0.0
+    for i in range(4):
+        if i == 2:
+            continue
+        s = s + x[i] * x[i]
+    return s
+
+def if_in_while(x):
+    s = 0.0
+    i = 0
+    while i < 4:
+        if i != 2:
+            s = s + x[i] ** 3
+        i = i + 1
+    return s
+
+def conditional_expression_in_loop(x):
+    s = 0.0
+    for i in range(4):
+        s = s + (x[i] * x[i] if i > 0 else 0.0)
+    return s
+
+def break_from_inner_loop(x):
+    s = 0.0
+    for i in range(3):
+        for j in range(4):
+            if j > i:
+                break
+            s = s + x[j] * x[i]
+    return s
+""")
+
+
+INNER_ZERO_TRIP = load("""
+import numpy as np
+
+def inner_range(x, n):
+    s = x
+    for i in range(2):
+        for j in range(n):
+            s = s * j * x
+    return np.sum(s)
+
+def inner_rows(x, X):
+    s = x
+    for i in range(2):
+        for row in X:
+            s = s * row
+    return np.sum(s)
+""")
+
+
+def test_inner_loops_that_run():
+    agrees(INNER_ZERO_TRIP.inner_range, (V3, 2))
+    agrees(INNER_ZERO_TRIP.inner_rows, (V3, np.ones((2, 3)) * 1.1), (0, 1))
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("inner_range", (V3, 0), (0,)),
+    ("inner_rows", (V3, np.ones((0, 3))), (0, 1)),
+])
+def test_inner_loops_that_run_zero_times(name, args, wrt):
+    agrees(getattr(INNER_ZERO_TRIP, name), args, wrt)
+
+
+@pytest.mark.parametrize("name", ["if_in_for", "continue_in_for", "if_in_while",
+                                  "conditional_expression_in_loop", "break_from_inner_loop"])
+def test_branch_values_inside_loops(name):
+    agrees(getattr(IF_IN_LOOP, name), (V4,))
+
+
+LOOP_TARGET = load("""
+import numpy as np
+
+def row_after_loop(X):
+    s = 0.0
+    for row in X:
+        s = s + np.sum(row)
+    return s * np.sum(row ** 2)
+
+def enumerate_row_after_loop(X):
+    s = 0.0
+    for i, r in enumerate(X):
+        s = s + np.sum(r)
+    return s + np.sum(r ** 2)
+
+def zip_item_after_loop(X, Y):
+    s = 0.0
+    for a, b in zip(X, Y):
+        s = s + np.sum(a * b)
+    return s * np.sum(b)
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("row_after_loop", (X32,), (0,)),
+    ("enumerate_row_after_loop", (X32,), (0,)),
+    ("zip_item_after_loop", (X32, X32 + 1), (1,)),
+])
+def test_loop_target_read_after_loop(name, args, wrt):
+    agrees(getattr(LOOP_TARGET, name), args, wrt)
+
+
+EXITS = load("""
+import numpy as np
+
+def return_in_nested_if(x):
+    if x[0] > 0:
+        if x[1] > 0:
+            return np.sum(x ** 2)
+        y = x * 3
+    else:
+        y = x * 4
+    return np.sum(y * x)
+""")
+
+
+ONE_SIDED = load("""
+import numpy as np
+
+def bound_in_one_branch(x, c):
+    if c > 0:
+        y = x * 2
+    if c > 0:
+        z = y * x
+    else:
+        z = x
+    return np.sum(z)
+""")
+
+
+def test_bound_in_one_branch_when_taken():
+    agrees(ONE_SIDED.bound_in_one_branch, (V3, 1.0))
+
+
+def test_bound_in_one_branch_when_not_taken():
+    agrees(ONE_SIDED.bound_in_one_branch, (V3, -1.0))
+
+
+def test_return_in_nested_if():
+    agrees(EXITS.return_in_nested_if, (np.abs(V3),))
+
+
+# --- helpers, closures, keywords and defaults -------------------------------------------
+
+HELPERS = load("""
+import numpy as np
+
+W = np.array([1.0, 2.0, 3.0])
+
+def reassigns(u, v):
+    u = u * v
+    v = u + v
+    return np.sum(u * v)
+
+def same_array_twice(x):
+    return reassigns(x, x)
+
+def both_orders(x, y):
+    return reassigns(x, y) + reassigns(y, x)
+
+def power_sum(u, k=3.0):
+    return np.sum(u ** k)
+
+def keywords_and_defaults(x, y):
+    return power_sum(x) + power_sum(y, k=2.0) + power_sum(k=1.0, u=x * y)
+
+def helper_in_loop(x):
+    s = 0.0
+    for i in range(3):
+        s = s + power_sum(x, k=i + 1.0)
+    return s
+
+def own_defaults(x, w=W, *, k=2.0):
+    return np.sum(w * x ** k)
+
+def late_binding(x):
+    a = x
+    def h(u):
+        return u * a
+    b = h(x)
+    a = x * 2
+    return np.sum(h(x) + b)
+
+def nested_shadows_parameter(x):
+    def h(x):
+        x = x * x
+        return x
+    y = h(x)
+    return np.sum(y * x)
+
+def nested_transposes_enclosing(x):
+    a = x * 2
+    def h(u):
+        return np.sum(u * a.T)
+    return h(x)
+
+def make(k):
+    a = np.array([1.0, -1.0, 2.0]) * k
+    def f(x):
+        return np.sum(a * x * x)
+    def set_a(v):
+        nonlocal a
+        a = v
+    return f, set_a
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("same_array_twice", (V3,), (0,)),
+    ("both_orders", (V3, V3[::-1] * 0.7), (0, 1)),
+    ("keywords_and_defaults", (np.abs(V3) + 0.1, np.abs(V3) + 0.2), (0, 1)),
+    ("helper_in_loop", (np.abs(V3) + 0.1,), (0,)),
+    ("own_defaults", (np.abs(V3) + 0.1, W3), (0, 1)),
+    ("late_binding", (V3,), (0,)),
+    ("nested_shadows_parameter", (V3,), (0,)),
+    ("nested_transposes_enclosing", (V3,), (0,)),
+])
+def test_helpers(name, args, wrt):
+    agrees(getattr(HELPERS, name), args, wrt)
+
+
+def test_gradient_called_with_keywords_and_defaults():
+    g = grad(HELPERS.own_defaults, wrt=("x", "w"))
+    x = np.abs(V3) + 0.1
+    for kwargs, w, k in (({}, HELPERS.W, 2.0), ({"k": 3.0}, HELPERS.W, 3.0),
+                         ({"w": W3, "k": 1.0}, W3, 1.0)):
+        dx, dw = g(x, **kwargs)
+        np.testing.assert_allclose(dx, w * k * x ** (k - 1))
+        np.testing.assert_allclose(dw, x ** k)
+
+
+def test_closure_cell_rebound_between_calls():
+    f, set_a = HELPERS.make(1.0)
+    g = grad(f)
+    np.testing.assert_allclose(g(V3), 2 * np.array([1.0, -1.0, 2.0]) * V3)
+    set_a(np.array([0.5, 0.5, 3.0]))
+    np.testing.assert_allclose(g(V3), 2 * np.array([0.5, 0.5, 3.0]) * V3)
+
+
+NESTED = load("""
+import numpy as np
+
+def def_in_branches(x):
+    if np.sum(x) > 0:
+        def h(u):
+            return u * 2
+    else:
+        def h(u):
+            return u * 3
+    return np.sum(h(x) * x)
+
+def enclosing_subscript(x):
+    a = x * 2
+    def h(u):
+        return u * a[0]
+    return np.sum(h(x))
+
+def enclosing_parameter_subscript(x):
+    def h(u):
+        return u * x[1]
+    return np.sum(h(x))
+
+def enclosing_method(x):
+    a = x * 2
+    def h(u):
+        return u * a.sum()
+    return np.sum(h(x))
+""")
+
+
+def test_nested_def_in_branches_is_refused():
+    # Which definition runs depends on the branch: refused, rather than picking one.
+    with pytest.raises(SymdiffError, match="a helper defined inside a branch or loop"):
+        grad(NESTED.def_in_branches)(np.abs(V3))
+
+
+@pytest.mark.parametrize("name", ["enclosing_subscript", "enclosing_parameter_subscript"])
+def test_nested_def_subscripts_enclosing_variable(name):
+    agrees(getattr(NESTED, name), (V3,))
+
+
+def test_nested_def_method_on_enclosing_variable():
+    agrees(NESTED.enclosing_method, (V3,))
+
+
+# --- stop_gradient ----------------------------------------------------------------------
+
+SG = load("""
+import numpy as np
+import symdiff
+from symdiff import stop_gradient as sg
+
+def h(u):
+    return sg(u * u) * u
+
+def through_helpers(x):
+    return np.sum(symdiff.stop_gradient(h(x)) + h(sg(x)) * x + sg(sg(h(x))) * h(x))
+
+def nested(x):
+    return np.sum(sg(sg(x) * x) * x)
+
+def in_loop(x):
+    s = x
+    for i in range(3):
+        s = sg(s) * x + s
+    return np.sum(s)
+
+def on_carried_value(x):
+    s = x
+    for i in range(3):
+        s = sg(s * x)
+    return np.sum(s * x)
+
+def in_while_condition(x):
+    s = x
+    k = 0
+    while np.sum(sg(s)) < 50 and k < 10:
+        s = s * 2 + sg(s) * x
+        k = k + 1
+    return np.sum(s)
+
+def subscript_method_transpose(x):
+    return np.sum(sg(x)[0] * x + sg(x).sum() * x + sg(x).T * x)
+
+def loop_over_stopped(X):
+    s = 0.0
+    for row in sg(X):
+        s = s + np.sum(row * X[0])
+    return s
+
+def rebinds_stopped_name(x):
+    y = sg(x)
+    x = x * y
+    return np.sum(x * y)
+""")
+
+
+def _in_loop_reference(x):
+    s, d = x.copy(), np.ones_like(x)
+    for _ in range(3):
+        d, s = s + d, s * x + s
+    return d
+
+
+def _while_reference(x):
+    s, d, k = x.copy(), np.ones_like(x), 0
+    while np.sum(s) < 50 and k < 10:
+        d, s, k = 2 * d + s, s * 2 + s * x, k + 1
+    return d
+
+
+@pytest.mark.parametrize("name, arg, expected", [
+    ("through_helpers", V3, V3 ** 3 + V3 ** 5),
+    ("nested", V3, V3 * V3),
+    ("in_loop", V3, _in_loop_reference(V3)),
+    ("on_carried_value", V3, V3 ** 4),
+    ("in_while_condition", np.abs(V3), _while_reference(np.abs(V3))),
+    ("subscript_method_transpose", V3, V3[0] + V3.sum() + V3),
+    ("loop_over_stopped", X32, np.vstack([X32.sum(0), np.zeros((2, 2))])),
+    ("rebinds_stopped_name", V3, V3 * V3),
+])
+def test_stop_gradient(name, arg, expected):
+    equals(getattr(SG, name), (arg,), (expected,))
 
 
 def test_huber_on_both_branches():

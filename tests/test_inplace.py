@@ -1,9 +1,12 @@
 """In-place writes and aliasing: NumPy's augmented assignment on an array that another name
-shares changes both, which symdiff refuses rather than differentiate wrongly."""
+shares changes both, which symdiff refuses rather than differentiate wrongly. And the backward
+sweep's own in-place lines (_add_to, _times, _scatter_add, an adjoint handed on unchanged),
+which must never mutate what something else still reads."""
+
 
 import numpy as np
 import pytest
-from gradcheck import agrees, load
+from gradcheck import agrees, check_grad, load
 
 from symdiff import SymdiffError, grad
 
@@ -67,3 +70,72 @@ def test_a_name_that_shares_a_parameter_on_another_path_only_is_differentiated()
     # b is M only where the branch runs, or before the loop's first iteration.
     agrees(SHARED.after_branch, (M, -1.0))
     agrees(SHARED.fresh_after_loop, (M,))
+
+
+V3 = np.array([0.5, -1.2, 2.0])
+
+
+# --- in-place constructs ----------------------------------------------------------------
+
+INPLACE = load("""
+import numpy as np
+
+def setitem(x):
+    x[0] = 1.0
+    return np.sum(x)
+
+def augmented_setitem(x):
+    x[0] += 1.0
+    return np.sum(x)
+
+def out_keyword(x):
+    y = np.add(x, 1.0, out=x)
+    return np.sum(y)
+
+def out_positional(x):
+    y = np.multiply(x, 2.0, x)
+    return np.sum(y)
+
+def view(x):
+    y = x.view()
+    return np.sum(y)
+
+def augmented_alias_of_parameter(x):
+    a = x
+    x += 1.0
+    return np.sum(a * x)
+
+def augmented_alias_of_local(x):
+    y = x * 1.0
+    z = y
+    y += x
+    return np.sum(z * y)
+
+def augmented_slice_view(x):
+    y = x[1:]
+    y *= 2.0
+    return np.sum(x * x)
+
+def augmented_reshape_view(x):
+    y = x.reshape(3, 1)
+    y -= 1.0
+    return np.sum(x * x)
+""")
+
+
+@pytest.mark.parametrize("name", ["setitem", "augmented_setitem", "out_keyword",
+                                  "out_positional", "view"])
+def test_in_place_writes_are_refused(name):
+    with pytest.raises(SymdiffError):
+        grad(getattr(INPLACE, name))(V3.copy())
+
+
+@pytest.mark.parametrize("name", ["augmented_alias_of_parameter", "augmented_alias_of_local",
+                                  "augmented_slice_view", "augmented_reshape_view"])
+def test_augmented_assignment_through_an_alias(name):
+    f = getattr(INPLACE, name)
+    try:
+        g = grad(f)(V3.copy())
+    except SymdiffError:
+        return
+    check_grad(lambda x: f(x.copy()), (V3,), grads=(g,))

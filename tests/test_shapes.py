@@ -1,12 +1,14 @@
-"""What shapes.py claims about shapes, and the gradients that rely on those claims.
+"""What shapes.py claims about shapes, and the gradients that rely on those claims (broadcasting,
+sums folded or pulled out of _unbroadcast, reductions' shapes).
 
 A wrong claim would be a silent wrong gradient (an adjoint not summed down) or a skipped
 scalar check, so each unreadable construct is tested to fall back to "its own shape".
 """
 
+
 import numpy as np
 import pytest
-from gradcheck import check_grad, fresh_module, load
+from gradcheck import agrees, check_grad, fresh_module, load
 
 from symdiff import SymdiffError, grad, value_and_grad
 from symdiff.lower import lower
@@ -306,3 +308,43 @@ def attention(Q, K, V):
     rng = np.random.default_rng(8)
     check_grad(m.attention, tuple(rng.standard_normal((4, 3)) for _ in range(3)),
                wrt=(0, 1, 2))
+
+
+RNG = np.random.default_rng(20240601)
+V4 = np.array([0.5, -1.2, 2.0, 0.8])
+M34 = RNG.standard_normal((3, 4))
+
+
+# --- broadcasting and dtypes ------------------------------------------------------------
+
+BROADCAST = load("""
+import numpy as np
+
+def two(a, b):
+    return np.sum(np.sin(a * b) + a / (b + 3.0) + np.hypot(a, b) + np.maximum(a, b) ** 2)
+
+def three(a, b, c):
+    return np.sum(a * b * c + np.where(a > 0.1, a * b, c))
+""")
+
+
+SHAPES = [(), (1,), (3,), (1, 3), (2, 1), (2, 3), (2, 1, 3)]
+
+
+def _value(shape, seed):
+    rng = np.random.default_rng(seed)
+    return float(rng.uniform(-1, 1)) if shape == () else rng.uniform(-1, 1, shape)
+
+
+@pytest.mark.parametrize("sa, sb", [(a, b) for a in SHAPES for b in SHAPES if a <= b])
+def test_broadcasting_pairs(sa, sb):
+    agrees(BROADCAST.two, (_value(sa, 1), _value(sb, 2)), (0, 1))
+
+
+@pytest.mark.parametrize("args", [
+    (RNG.standard_normal((3, 1)), RNG.standard_normal((1, 4)), np.array(0.7)),
+    (RNG.standard_normal((3, 1)), V4, 2.0),
+    (np.array(0.3), M34, np.array([[0.5]])),
+])
+def test_broadcasting_three_ways(args):
+    agrees(BROADCAST.three, args, (0, 1, 2))

@@ -1,0 +1,92 @@
+"""Module-level data and free names a gradient reads: read when it runs, never returned or
+mutated, also through other modules' attributes and closures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gradcheck import check_grad, fresh_module, load
+
+from symdiff import SymdiffError, grad
+
+V3 = np.array([0.5, -1.2, 2.0])
+
+
+# --- module-level data and free names ---------------------------------------------------
+
+def test_module_data_rebound_or_mutated_between_calls():
+    m = load("""
+import numpy as np
+W = np.array([1.0, 2.0, 3.0])
+C = 2.0
+def helper(u):
+    return np.sum(W * u * u)
+def f(x):
+    return np.sum(W * x) + C * np.sum(x * x)
+def g(x):
+    return helper(x) * C
+""")
+    gf, gg = grad(m.f), grad(m.g)
+    np.testing.assert_allclose(gf(V3), m.W + 2 * m.C * V3)
+    m.W, m.C = np.array([0.0, 0.0, 1.0]), 5.0
+    np.testing.assert_allclose(gf(V3), m.W + 2 * m.C * V3)
+    m.W[0] = 7.0
+    np.testing.assert_allclose(gf(V3), m.W + 2 * m.C * V3)
+    np.testing.assert_allclose(gg(V3), 2 * m.W * V3 * m.C)
+
+
+def test_helper_of_helper_in_other_module_redefined():
+    other = fresh_module("import numpy as np\n\ndef inner(u):\n    return u * u\n\n"
+                         "def outer(u):\n    return inner(u) * 2.0\n", "adversarial_other")
+    replacement = load("def inner(u):\n    return u * u * u\n")
+    m = load("import numpy as np\nimport adversarial_other\n\n"
+             "def f(x):\n    return np.sum(adversarial_other.outer(x))\n")
+    g = grad(m.f)
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(g(x), 4 * x)
+    other.inner = replacement.inner
+    np.testing.assert_allclose(g(x), 6 * x ** 2)
+
+
+@pytest.mark.parametrize("name", ["loop_bound", "slice_bound", "threshold", "mask"])
+def test_module_numbers_in_undifferentiated_code_are_read_at_call_time(name):
+    m = load("""
+import numpy as np
+N = 2
+K = 1
+T = 0.0
+W = np.array([1.0, 2.0, 3.0])
+def loop_bound(x):
+    s = x
+    for i in range(N):
+        s = s * x
+    return np.sum(s)
+def slice_bound(x):
+    return np.sum(x[:K] ** 2)
+def threshold(x):
+    if np.sum(x) > T:
+        return np.sum(x ** 2)
+    return np.sum(x)
+def mask(x):
+    return np.sum(x[W > 1.5] ** 2)
+""")
+    f = getattr(m, name)
+    x = np.array([0.5, 1.0, 1.5])
+    g = grad(f)
+    g(x)
+    m.N, m.K, m.T, m.W = 3, 3, 10.0, np.array([2.0, 2.0, 2.0])
+    check_grad(f, (x,), grads=(g(x),))
+
+
+def test_rebound_numpy_alias():
+    m = load("import numpy as np\nact = np.tanh\n\ndef f(x):\n    return act(x)\n")
+    assert grad(m.f)(0.3) == pytest.approx(1 - np.tanh(0.3) ** 2)
+    m.act = np.sin
+    assert grad(m.f)(0.3) == pytest.approx(np.cos(0.3))
+
+
+def test_unreadable_helper_is_reported():
+    m = load("import numpy as np\n\ndef f(x):\n    return np.sum(h(x) * x)\n")
+    exec("def h(u):\n    return u * 2.0\n", vars(m))
+    with pytest.raises(SymdiffError, match="source of h"):
+        grad(m.f)(np.array([1.0, 2.0]))
