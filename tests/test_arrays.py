@@ -2,11 +2,13 @@
 reductions, indexing, linear algebra, stacking and empty arrays."""
 
 
+import warnings
+
 import numpy as np
 import pytest
 from gradcheck import agrees, check_grad, equals, load
 
-from symdiff import SymdiffError, grad, rules
+from symdiff import SymdiffError, grad, rules, value_and_grad
 
 # One or more cases per array row: (source of the body over x, y, shapes of x and y).
 CASES = {
@@ -608,3 +610,97 @@ def test_logsumexp_positional_weight():
     # The weight b is not supported: refused rather than read as keepdims.
     with pytest.raises(SymdiffError, match="by position here"):
         grad(POSITIONAL.logsumexp_b)(V3)
+
+
+EMPTY = load("""
+import numpy as np
+
+def sum_of_squares(x):
+    return np.sum(x ** 2)
+
+def mean(x):
+    return np.mean(x)
+
+def norm(x):
+    return np.linalg.norm(x)
+
+def dot(x):
+    return np.dot(x, x)
+
+def matmul(x):
+    return x @ x
+
+def outer(x):
+    return np.sum(np.outer(x, x))
+
+def einsum(x):
+    return np.einsum('i,i->', x, x)
+
+def concatenate(x):
+    return np.sum(np.concatenate([x, x]) ** 2)
+
+def stack(x):
+    return np.sum(np.stack([x, x]) ** 2)
+
+def where(x):
+    return np.sum(np.where(x > 0, x, 0.0))
+
+def mask(x):
+    return np.sum(x[x > 0])
+
+def tile(x):
+    return np.sum(np.tile(x, 2))
+
+def loop(x):
+    s = 0.0
+    for v in x:
+        s = s + v
+    return s
+
+def flip(x):
+    return np.sum(np.flip(x) * x)
+
+def rows(X):
+    s = 0.0
+    for r in X:
+        s = s + np.sum(r ** 2)
+    return s
+
+def logsumexp_rows(X):
+    return np.sum(np.log(np.sum(np.exp(X), axis=1)))
+
+def mean_rows(X):
+    return np.sum(np.mean(X, axis=1))
+
+def trace(X):
+    return np.trace(X)
+
+def prod(x):
+    return np.prod(x)
+
+def prod_rows(X):
+    return np.sum(np.prod(X, axis=1))
+""")
+
+
+@pytest.mark.parametrize("name, arg", [
+    *[(n, np.zeros(0)) for n in ("sum_of_squares", "mean", "norm", "dot", "matmul", "outer",
+                                 "einsum", "concatenate", "stack", "where", "mask", "tile",
+                                 "loop", "flip")],
+    *[(n, a) for n in ("rows", "logsumexp_rows", "mean_rows", "trace")
+      for a in (np.zeros((0, 3)), np.zeros((3, 0)))],
+])
+def test_empty_arrays(name, arg):
+    f = getattr(EMPTY, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        value, g = value_and_grad(f)(arg)
+        np.testing.assert_array_equal(value, f(arg))
+    assert isinstance(g, np.ndarray) and g.shape == arg.shape and g.dtype == np.float64
+
+
+@pytest.mark.parametrize("name, arg", [("prod", np.zeros(0)), ("prod_rows", np.zeros((3, 0))),
+                                       ("prod_rows", np.zeros((0, 3)))])
+def test_prod_of_empty_arrays(name, arg):
+    g = grad(getattr(EMPTY, name))(arg)
+    assert isinstance(g, np.ndarray) and g.shape == arg.shape and g.dtype == np.float64

@@ -6,7 +6,7 @@ which must never mutate what something else still reads."""
 
 import numpy as np
 import pytest
-from gradcheck import agrees, check_grad, load
+from gradcheck import agrees, check_grad, load, numeric_grad
 
 from symdiff import SymdiffError, grad
 
@@ -139,3 +139,67 @@ def test_augmented_assignment_through_an_alias(name):
     except SymdiffError:
         return
     check_grad(lambda x: f(x.copy()), (V3,), grads=(g,))
+
+
+U3 = np.array([0.5, -1.0, 2.0])
+
+
+# --- bugs: in-place augmented assignment on shared arrays -----------------------------------
+
+SHARED_IN_LOOPS = load("""
+import numpy as np
+
+def alias_updated_in_for(x):
+    s = x * 1.0
+    t = s
+    for i in range(2):
+        s += x
+    return np.sum(t * s)
+
+def alias_updated_in_while(x):
+    s = x * 1.0
+    t = s
+    k = 0
+    while k < 2:
+        s *= 1.5
+        k = k + 1
+    return np.sum(t * s)
+
+def parameter_updated_in_loop(x):
+    s = x
+    for i in range(2):
+        s += 1.0
+    return np.sum(s * x)
+
+def bump(u):
+    u += 1.0
+    return np.sum(u)
+
+def helper_updates_its_argument(x):
+    y = x * 2.0
+    a = bump(y)
+    return a * np.sum(y)
+
+def alias_updated_in_branch(x):
+    s = x * 1.0
+    t = s
+    if np.sum(x) > 0:
+        s += x
+    return np.sum(t * s)
+""")
+
+
+def test_augmented_assignment_on_alias_in_branch_is_refused():
+    with pytest.raises(SymdiffError, match="shared with t"):
+        grad(SHARED_IN_LOOPS.alias_updated_in_branch)(U3.copy())
+
+
+@pytest.mark.parametrize("name", ["alias_updated_in_for", "alias_updated_in_while",
+                                  "parameter_updated_in_loop", "helper_updates_its_argument"])
+def test_augmented_assignment_on_shared_array_in_loop_or_helper(name):
+    f = getattr(SHARED_IN_LOOPS, name)
+    try:
+        g = grad(f)(U3.copy())
+    except SymdiffError:
+        return
+    np.testing.assert_allclose(g, numeric_grad(lambda x: f(x.copy()), [U3], 0), rtol=1e-6)

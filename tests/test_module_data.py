@@ -90,3 +90,78 @@ def test_unreadable_helper_is_reported():
     exec("def h(u):\n    return u * 2.0\n", vars(m))
     with pytest.raises(SymdiffError, match="source of h"):
         grad(m.f)(np.array([1.0, 2.0]))
+
+
+U3 = np.array([0.5, -1.0, 2.0])
+
+
+# --- bugs: values read through another module's attributes ---------------------------------
+
+def test_module_attribute_array_is_read_when_the_gradient_runs():
+    w = fresh_module("import numpy as np\nW = np.array([1.0, 2.0, 3.0])\n", "adversarial2_w")
+    m = load("import numpy as np\nimport adversarial2_w\n\n"
+             "def f(x):\n    return np.sum(adversarial2_w.W * x)\n")
+    np.testing.assert_allclose(grad(m.f)(U3), [1.0, 2.0, 3.0])
+    w.W = np.array([4.0, 5.0, 6.0])
+    np.testing.assert_allclose(grad(m.f)(U3), [4.0, 5.0, 6.0])
+
+
+def test_module_attribute_number_rebound():
+    cfg = fresh_module("SCALE = 2.0\n", "adversarial2_cfg")
+    m = load("import numpy as np\nimport adversarial2_cfg\n\n"
+             "def f(x):\n    return adversarial2_cfg.SCALE * np.sum(x ** 2)\n")
+    g = grad(m.f)
+    np.testing.assert_allclose(g(U3), 4 * U3)
+    cfg.SCALE = 5.0
+    np.testing.assert_allclose(g(U3), 10 * U3)
+
+
+def test_module_attribute_number_changed_between_processes(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path))
+    source = ("import numpy as np\nimport adversarial2_cfgdisk\n\n"
+              "def f(x):\n    return adversarial2_cfgdisk.SCALE * x ** 2\n")
+    fresh_module("SCALE = 2.0\n", "adversarial2_cfgdisk")
+    assert grad(fresh_module(source, "adversarial2_fdisk").f)(1.0) == 4.0
+    fresh_module("SCALE = 5.0\n", "adversarial2_cfgdisk")
+    f = fresh_module(source, "adversarial2_fdisk").f
+    assert f(1.0) == 5.0
+    assert grad(f)(1.0) == 10.0
+
+
+def test_module_attribute_function_rebound():
+    cfg = fresh_module("import numpy as np\nact = np.tanh\n", "adversarial2_act")
+    m = load("import numpy as np\nimport adversarial2_act\n\n"
+             "def f(x):\n    return np.sum(adversarial2_act.act(x))\n")
+    g = grad(m.f)
+    x = np.array([0.3, -0.7])
+    np.testing.assert_allclose(g(x), 1 - np.tanh(x) ** 2)
+    cfg.act = np.sin
+    np.testing.assert_allclose(g(x), np.cos(x))
+
+
+# --- bugs: a gradient that is another module's array ---------------------------------------
+
+@pytest.mark.parametrize("name", ["through_attribute", "through_helper"])
+def test_gradient_is_never_a_module_array(name):
+    cfg = fresh_module("import numpy as np\nW = np.array([1.0, 2.0, 3.0])\n",
+                       "adversarial2_weights")
+    m = load("""
+import numpy as np
+import adversarial2_weights
+from symdiff import stop_gradient
+
+G = np.array([1.0, 2.0, 3.0])
+
+def weights():
+    return G
+
+def through_attribute(x):
+    return np.sum(stop_gradient(adversarial2_weights.W) * x)
+
+def through_helper(x):
+    return np.sum(stop_gradient(weights()) * x)
+""")
+    g = grad(getattr(m, name))(np.full(3, 0.5))
+    np.testing.assert_array_equal(g, [1.0, 2.0, 3.0])
+    for array in (cfg.W, m.G):
+        assert not np.shares_memory(g, array)

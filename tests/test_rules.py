@@ -230,6 +230,111 @@ def test_rounding_with_different_decimals(name, expected):
     equals(getattr(ELEMENTWISE, name), (1.26,), (expected,))
 
 
+# --- huge and tiny magnitudes ------------------------------------------------------------
+
+MAGNITUDES = load("""
+import math
+import numpy as np
+
+def hypot(x, y):
+    return np.hypot(x, y)
+
+def log_sum(x):
+    return np.sum(np.log(x))
+
+def softplus(x):
+    return np.sum(np.logaddexp(0.0, x))
+
+def scaled_loop(x):
+    s = 0.0
+    for v in x:
+        s = s + v * v * 1e-300
+    return s
+
+def arctan(x):
+    return np.arctan(x)
+
+def reciprocal(x):
+    return 1.0 / x
+
+def math_erf(x):
+    return math.erf(x)
+
+def arcsinh(x):
+    return np.arcsinh(x)
+""")
+
+
+def test_finite_functions_at_huge_and_tiny_magnitudes():
+    assert grad(MAGNITUDES.hypot, wrt=(0, 1))(1e300, 1e300) == pytest.approx(
+        (2 ** -0.5, 2 ** -0.5))
+    assert grad(MAGNITUDES.hypot, wrt=(0, 1))(1e-300, 2e-300) == pytest.approx(
+        (5 ** -0.5, 2 * 5 ** -0.5))
+    x = np.array([1e-300, 1e300])
+    np.testing.assert_allclose(grad(MAGNITUDES.log_sum)(x), 1 / x)
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose(grad(MAGNITUDES.softplus)(np.array([-800.0, 800.0])),
+                                   [0.0, 1.0])
+    x = np.array([1e150, -2e150])
+    np.testing.assert_allclose(grad(MAGNITUDES.scaled_loop)(x), 2e-300 * x)
+    # NumPy scalars and arrays: x**2 overflows to inf, and the derivative to 0.
+    with np.errstate(over="ignore"):
+        assert grad(MAGNITUDES.arctan)(np.float64(1e200)) == 0.0
+        assert grad(MAGNITUDES.arctan)(np.array(1e200)) == 0.0
+
+
+@pytest.mark.parametrize("name, x", [("arctan", 1e200), ("reciprocal", 1e160),
+                                     ("math_erf", 1e160), ("arcsinh", -1e200)])
+def test_python_float_derivatives_that_overflow(name, x):
+    with np.errstate(over="ignore", under="ignore"):
+        g = grad(getattr(MAGNITUDES, name))(x)
+    # The true derivative is at most 1e-160 in magnitude (0.0 in float64 for some).
+    assert type(g) is float and math.isfinite(g) and abs(g) <= 1e-150
+
+
+# --- bugs: the retry on NumPy scalars after ZeroDivisionError ------------------------------
+
+RETRY = load("""
+import numpy as np
+
+def root_then_loop(x, n):
+    s = x ** 0.5
+    for i in range(n):
+        s = s * 2.0
+    return s
+
+def root_times_item(x, v, n):
+    return x ** 0.5 * v[n]
+
+def reciprocal(x):
+    return 1.0 / x
+
+def modulo(x, y):
+    return x % y + x
+""")
+
+
+def test_singular_derivative_on_python_floats_is_infinite():
+    with np.errstate(divide="ignore"):
+        assert math.isinf(grad(RETRY.root_times_item)(0.0, np.array([1.0, 2.0]), np.int64(1)))
+
+
+@pytest.mark.parametrize("name, args", [("root_then_loop", (0.0, 2)),
+                                        ("root_times_item", (0.0, np.array([1.0, 2.0]), 1))])
+def test_retry_on_numpy_scalars_keeps_integer_arguments(name, args):
+    with np.errstate(divide="ignore"):
+        assert math.isinf(grad(getattr(RETRY, name))(*args))
+
+
+@pytest.mark.parametrize("name, args", [("reciprocal", (0.0,)), ("modulo", (1.0, 0.0))])
+def test_function_that_raises_zero_division(name, args):
+    f = getattr(RETRY, name)
+    with pytest.raises(ZeroDivisionError):
+        f(*args)
+    with np.errstate(all="ignore"), pytest.raises(ZeroDivisionError):
+        value_and_grad(f)(*args)
+
+
 def test_table_is_consistent():
     """Each spelling resolves to an object that looks up to its own row (no two rows share)."""
     assert SPELLINGS

@@ -348,3 +348,105 @@ def test_broadcasting_pairs(sa, sb):
 ])
 def test_broadcasting_three_ways(args):
     agrees(BROADCAST.three, args, (0, 1, 2))
+
+
+V3 = np.array([0.5, -1.0, 2.0])
+FOLD_RNG = np.random.default_rng(20240607)
+X43 = FOLD_RNG.standard_normal((4, 3))
+X34 = FOLD_RNG.standard_normal((3, 4))
+FOLD_A33 = FOLD_RNG.standard_normal((3, 3)) * 0.5
+
+
+# --- bugs: a sum of a linear function of an array operation's result ------------------------
+
+FOLDED = load("""
+import numpy as np
+
+def broadcast(x):
+    return np.sum(np.broadcast_to(x, (2, 3)) * 2.0)
+
+def matmul(A, v):
+    return np.sum((A @ v) * 3.0)
+
+def reshape(x):
+    return np.sum(x.reshape(-1) * 2.0)
+
+def concatenate(x):
+    return np.sum(np.concatenate([x, x]) * 3.0)
+
+def stack(x):
+    return np.sum(-np.stack([x, x]))
+
+def tile(x):
+    return np.sum(np.tile(x, 2) / 2.0)
+
+def max_rows(X):
+    return np.sum(np.max(X, axis=0) * 2.0)
+
+def transpose(X):
+    return np.sum(np.transpose(X, (1, 0)) * 2.0)
+
+def in_a_loop(X):
+    s = 0.0
+    for r in X:
+        s = s + np.sum(r.reshape(-1) * 2.0)
+    return s
+
+def linear_with_sine(x):
+    return np.sum(np.concatenate([x, x]) * 3.0 + np.sin(x[0]))
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("broadcast", (V3,), (0,)),
+    ("matmul", (FOLD_A33, V3), (0, 1)),
+    ("reshape", (V3,), (0,)),
+    ("concatenate", (V3,), (0,)),
+    ("stack", (V3,), (0,)),
+    ("tile", (V3,), (0,)),
+    ("max_rows", (X34,), (0,)),
+    ("transpose", (X34,), (0,)),
+])
+def test_sum_of_a_linear_function_of_an_array_operation(name, args, wrt):
+    agrees(getattr(FOLDED, name), args, wrt)
+
+
+@pytest.mark.parametrize("name", ["linear_with_sine", "in_a_loop"])
+def test_sum_of_an_array_operation_not_folded(name):
+    # A sum that is not the result, or a summand that is not linear, keeps its adjoint.
+    agrees(getattr(FOLDED, name), (X34 if name == "in_a_loop" else V3,))
+
+
+FOLDED_BROADCAST = load("""
+import numpy as np
+
+def shifted(x, s):
+    y = x + s
+    return np.sum(2.0 * y)
+
+def negative_log_softmax_sum(z):
+    lse = np.log(np.sum(np.exp(z)))
+    logp = z - lse
+    return np.sum(-logp)
+
+def linear_model_with_bias(w, b, x):
+    pred = w * x + b
+    return np.sum(0.5 * pred)
+
+def shifted_sum(x, s):
+    y = x + s
+    return np.sum(y)
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("shifted", (V3, 1.5), (0, 1)),
+    ("negative_log_softmax_sum", (V3,), (0,)),
+    ("linear_model_with_bias", (0.7, 0.2, V3), (0, 1, 2)),
+])
+def test_sum_of_a_linear_function_of_a_broadcast_value(name, args, wrt):
+    agrees(getattr(FOLDED_BROADCAST, name), args, wrt)
+
+
+def test_sum_of_a_broadcast_value():
+    agrees(FOLDED_BROADCAST.shifted_sum, (V3, 1.5), (0, 1))
