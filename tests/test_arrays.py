@@ -1,7 +1,6 @@
 """Array operations: every row of rules.ARRAY_OPS against central differences, and conventions;
 reductions, indexing, linear algebra, stacking and empty arrays."""
 
-
 import warnings
 
 import numpy as np

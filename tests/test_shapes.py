@@ -5,7 +5,6 @@ A wrong claim would be a silent wrong gradient (an adjoint not summed down) or a
 scalar check, so each unreadable construct is tested to fall back to "its own shape".
 """
 
-
 import numpy as np
 import pytest
 from gradcheck import agrees, check_grad, fresh_module, load
