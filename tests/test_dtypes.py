@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, load
+from gradcheck import check_grad, fresh_module, load
 from gradcheck import contract_grads as run
 
 from symdiff import grad
@@ -44,3 +44,38 @@ def test_scalar_kinds(arg):
     else:
         assert type(g) is float
     assert g == pytest.approx(expected, rel=1e-6)
+
+
+# --- dtypes: int and float32 inputs, 0-d arrays ------------------------------------------
+
+MIXED_DT = load("""
+import numpy as np
+
+def mixed(x, w):
+    y = x * w
+    z = np.sum(y, axis=-1, keepdims=True)
+    return np.mean(y / (1.0 + z * z)) + np.sum(x * x * w)
+""")
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((3, 1), (1, 4)), ((), (4,)), ((2, 1, 3), (3,))])
+def test_int_float32_and_zero_dimensional_inputs_agree_with_float64(xs, ws):
+    rng = np.random.default_rng(25)
+    xi = rng.integers(1, 4, xs) if xs else 2
+    wi = rng.integers(1, 4, ws)
+    x64, w64 = np.asarray(xi, dtype=float), np.asarray(wi, dtype=float)
+    x64 = float(x64) if not xs else x64
+    want = grad(MIXED_DT.mixed, wrt=(0, 1))(x64, w64)
+    check_grad(MIXED_DT.mixed, (x64, w64), wrt=(0, 1), grads=want)
+    for args, rtol in (((xi, wi), 1e-12),
+                       ((np.float32(xi) if not xs else xi.astype(np.float32),
+                         wi.astype(np.float32)), 1e-5),
+                       ((np.asarray(x64), w64), 1e-12)):
+        for got, w in zip(run(MIXED_DT.mixed, args, wrt=(0, 1)), want, strict=True):
+            np.testing.assert_allclose(got, w, rtol=rtol)
+
+
+# --- random programs (hypothesis) -------------------------------------------------------
+
+fresh_module("import numpy as np\nA = np.linspace(0.5, 1.5, 4)\n"
+             "B = np.linspace(-1.0, 1.0, 3).reshape(3, 1)\n", "adv4rand")

@@ -18,16 +18,17 @@ compared with JAX where it is installed.
 
 from __future__ import annotations
 
+import random
 import warnings
 
 import numpy as np
 import pytest
+from gradcheck import Frozen, both, frozen_reference, load, numeric_grad, outcome
 from gradcheck import contract_grads as run
-from gradcheck import frozen_reference, load, numeric_grad
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from symdiff import grad, value_and_grad
+from symdiff import SymdiffError, grad, value_and_grad
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -688,3 +689,125 @@ def test_random_programs_with_arrays_and_control_flow(body, seed):
     for i, (g, e) in enumerate(zip(grads, expected, strict=True)):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5,
                                    err_msg=f"gradient {i} of\n{body}")
+
+
+HEAD = """import math
+import numpy as np
+import adv4rand
+from symdiff import stop_gradient as sg
+W = np.linspace(0.2, 1.0, 4)
+
+def h1(p, q):
+    t = p * q
+    u = np.sum(t, axis=-1, keepdims=True)
+    return u / (1.0 + t * t) + p
+
+"""
+
+
+SHAPES = [(), (4,), (3, 1), (3, 4), (2, 1, 4), (1,), (1, 4), (2, 3, 1), (1, 1)]
+
+OPS = ["{a} + {b}", "{a} * {b}", "{a} - 2.0 * {b}", "np.sin({a}) * {b}",
+       "{a} / (1.5 + {b} * {b})", "np.tanh({a} * {b})", "{a} ** 2 * {b}", "{a} * W",
+       "{a} + adv4rand.A", "{a} * adv4rand.B", "{a} * sg({b})", "{a} * np.sum({b})",
+       "{a} / np.mean({b} * {b})", "h1({a}, {b})", "np.sum({a}, axis=-1, keepdims=True) * {b}",
+       "np.mean({a}, axis=0)", "np.sum({a}, axis=0, keepdims=True) / (1.0 + {b} ** 2)",
+       "{a} * sg(np.max({b}))", "np.clip({a}, -0.8, None) * {b}", "{a} / {b} ** 2",
+       "math.exp(float(np.mean({a}))) * {b}"]
+
+FINALS = ["np.sum({v})", "np.mean({v})", "np.sum({v} * {o})", "np.mean({v}) * np.sum({o})",
+          "math.tanh(float(np.mean({v})))", "np.mean({v} / (1.0 + {o} ** 2))"]
+
+
+def _program(rnd: random.Random):
+    n = rnd.randint(1, 3)
+    rng = np.random.default_rng(rnd.randrange(10**6))
+    args = []
+    for _ in range(n):
+        shape = rnd.choice(SHAPES)
+        args.append(rng.uniform(0.5, 1.5, shape) if shape or rnd.random() < 0.5
+                    else float(rng.uniform(0.5, 1.5)))
+    names, body = [f"p{i}" for i in range(n)], []
+    for k in range(rnd.randint(1, 5)):
+        v = f"v{k}"
+
+        def op(pool):
+            return rnd.choice(OPS).format(a=rnd.choice(pool), b=rnd.choice(pool))
+
+        kind = rnd.random()
+        if kind < 0.65:
+            body.append(f"    {v} = {op(names)}")
+        elif kind < 0.85:
+            body += [f"    if np.sum({rnd.choice(names)}) > {rnd.choice([1.0, 3.0, 6.0])}:",
+                     f"        {v} = {op(names)}", "    else:", f"        {v} = {op(names)}"]
+        else:
+            body += [f"    {v} = {rnd.choice(names)}", f"    for i in range({rnd.randint(1, 3)}):",
+                     f"        {v} = {op(names + [v])} * 0.5 + {v} * 0.5"]
+        names.append(v)
+    final = rnd.choice(FINALS).format(v=names[-1], o=rnd.choice(names))
+    source = (HEAD + f"def f({', '.join(f'p{i}' for i in range(n))}):\n" + "\n".join(body)
+              + f"\n    return {final}\n")
+    wrt = tuple(sorted(rnd.sample(range(n), rnd.randint(1, n))))
+    return source, tuple(args), wrt
+
+
+def _frozen_reference(source, args, wrt):
+    module = load(source.replace("from symdiff import stop_gradient as sg", ""))
+    frozen = Frozen()
+    module.sg = frozen
+    module.f(*args)
+    frozen.replay = True
+
+    def replayed(*a):
+        frozen.k = 0
+        return module.f(*a)
+
+    return [numeric_grad(replayed, list(args), i) for i in wrt]
+
+
+def _usable(f, args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            value = f(*args)
+            return np.ndim(value) == 0 and bool(np.isfinite(value))
+        except Exception:  # noqa: BLE001 - a program the generator made that does not run
+            return False
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**9))
+def test_random_programs_against_central_differences(seed):
+    source, args, wrt = _program(random.Random(seed))
+    f = load(source, "f")
+    if not _usable(f, args):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = outcome(lambda: both(f, args, wrt))
+        assert not isinstance(got, Exception), (source, got)
+        want = _frozen_reference(source, args, wrt)
+    for i, g, w in zip(wrt, got, want, strict=True):
+        assert np.shape(g) == np.shape(args[i])
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6, err_msg=source)
+
+
+BAD_SHAPES = [(2,), (5,), (3, 2), (0,), (0, 4)]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**9))
+def test_random_programs_refuse_what_the_function_refuses(seed):
+    rnd = random.Random(seed)
+    source, args, wrt = _program(rnd)
+    f = load(source, "f")
+    args = list(args)
+    args[rnd.randrange(len(args))] = np.full(rnd.choice(BAD_SHAPES), 0.7)
+    error = outcome(lambda: f(*args))
+    if not isinstance(error, Exception) or "axis" in str(error):
+        return  # (a mismatch of axes: see the _reduced_shape tests above)
+    for make in (grad, value_and_grad):
+        got = outcome(lambda m=make: m(f, wrt=wrt)(*args))
+        assert isinstance(got, (type(error), SymdiffError)), (source, error, got)
