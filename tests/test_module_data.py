@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, fresh_module, load
+from gradcheck import both_one, check_grad, fresh_module, load
 
 from symdiff import SymdiffError, grad
 
@@ -165,3 +165,40 @@ def through_helper(x):
     np.testing.assert_array_equal(g, [1.0, 2.0, 3.0])
     for array in (cfg.W, m.G):
         assert not np.shares_memory(g, array)
+
+
+X2 = np.array([1.0, 2.0])
+
+
+def test_module_number_rebound_between_calls_is_read_afresh():
+    m = load("""
+import numpy as np
+SCALE = 2.0
+K = np.array([1.0, 2.0])
+
+def scaled(x):
+    return np.sum(x * SCALE * SCALE) + np.sum(x * K * K)
+""")
+    g = grad(m.scaled)
+    np.testing.assert_allclose(g(X2), [5.0, 8.0])
+    m.SCALE = 3.0
+    m.K = np.array([2, 3], dtype=np.uint8)
+    np.testing.assert_allclose(g(X2), [13.0, 18.0])
+    m.K = [1.0, 1.0]
+    np.testing.assert_allclose(g(X2), [10.0, 10.0])
+
+
+def test_module_data_read_as_an_index_and_by_the_derivatives():
+    m = load("""
+import numpy as np
+IDX = np.array([0, 2, 2])
+MASK = np.array([True, False, True, False])
+K_float = 3.0
+
+def f(x):
+    return np.sum(x[IDX] * IDX) + np.sum(x[MASK] * 2.0) + np.sum(x * MASK * K_float)
+""")
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    g = both_one(m.f, (x,))
+    np.testing.assert_allclose(g, [0.0 + 2.0 + 3.0, 0.0, 4.0 + 2.0 + 3.0, 0.0], rtol=1e-12)
+    check_grad(m.f, (x,), grads=(g,))
