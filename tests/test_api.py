@@ -481,7 +481,7 @@ def test_returned_parameter():
 X2 = np.array([1.0, 2.0])
 
 
-# --- 4. the scalar check -----------------------------------------------------------------
+# --- the scalar check -----------------------------------------------------------------
 
 SC = load("""
 import numpy as np

@@ -1528,7 +1528,7 @@ def test_value_and_grad_value_of_a_loop_carried_result(f, args):
     assert value == pytest.approx(f(*args), rel=1e-12)
 
 
-# --- bugs: loops that overwrite a carried value and may run zero times --------------------
+# --- loops that overwrite a carried value and may run zero times --------------------
 
 ZERO_TRIP = load("""
 import numpy as np
@@ -1581,7 +1581,7 @@ def test_loops_that_reset_a_value_and_run_zero_times(name, args, expected):
     assert g == pytest.approx(numeric_grad(f, list(args), wrt))
 
 
-# --- bugs: defaults of helpers evaluated when called, not when defined ----------------------
+# --- defaults of helpers evaluated when called, not when defined ----------------------
 
 DEFAULTS = load("""
 import numpy as np

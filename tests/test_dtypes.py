@@ -90,7 +90,7 @@ X3 = np.array([0.5, -1.0, 2.0])
 X23 = np.arange(1.0, 7.0).reshape(2, 3)
 
 
-# --- 3. _as_float: parameters the backward sweep reads as integers ---------------------
+# --- _as_float: parameters the backward sweep reads as integers ---------------------
 
 IX = load("""
 import numpy as np
@@ -222,7 +222,7 @@ def test_an_array_operand_of_a_matrix_product(w):
     np.testing.assert_allclose(both_one(MM.vecmat, (x, W)), 2 * X23.T @ (X23 @ x), rtol=1e-12)
 
 
-# --- 3. _as_float: the backward sweep's dtype is not the function's ---------------------
+# --- _as_float: the backward sweep's dtype is not the function's ---------------------
 
 DT = load("""
 import numpy as np

@@ -148,7 +148,7 @@ def test_augmented_assignment_through_an_alias(name):
 U3 = np.array([0.5, -1.0, 2.0])
 
 
-# --- bugs: in-place augmented assignment on shared arrays -----------------------------------
+# --- in-place augmented assignment on shared arrays -----------------------------------
 
 SHARED_IN_LOOPS = load("""
 import numpy as np

@@ -95,7 +95,7 @@ def test_unreadable_helper_is_reported():
 U3 = np.array([0.5, -1.0, 2.0])
 
 
-# --- bugs: values read through another module's attributes ---------------------------------
+# --- values read through another module's attributes ---------------------------------
 
 def test_module_attribute_array_is_read_when_the_gradient_runs():
     w = fresh_module("import numpy as np\nW = np.array([1.0, 2.0, 3.0])\n", "adversarial2_w")
@@ -139,7 +139,7 @@ def test_module_attribute_function_rebound():
     np.testing.assert_allclose(g(x), np.cos(x))
 
 
-# --- bugs: a gradient that is another module's array ---------------------------------------
+# --- a gradient that is another module's array ---------------------------------------
 
 @pytest.mark.parametrize("name", ["through_attribute", "through_helper"])
 def test_gradient_is_never_a_module_array(name):

@@ -289,7 +289,7 @@ def raises_as_f(f, args, wrt=0):
         assert isinstance(got, type(error)), (make.__name__, error, got)
 
 
-# --- 3. lists: the function's list arithmetic is not elementwise -------------------------
+# --- lists: the function's list arithmetic is not elementwise -------------------------
 
 LS = load("""
 import numpy as np
@@ -377,7 +377,7 @@ def test_list_and_integer_parameters_read_by_the_derivatives(data):
     np.testing.assert_array_equal(np.asarray(data), before)
 
 
-# --- 1. the guard: a NumPy scalar is not a broadcasting operand ------------------------
+# --- the guard: a NumPy scalar is not a broadcasting operand ------------------------
 
 GD = load("""
 import math
@@ -483,7 +483,7 @@ def test_a_numpy_scalar_times_a_list_raises_in_grad_too():
     raises_as_f(GD.scalar_times_list, (X2, [1.0, 2.0]))
 
 
-# Bugs at 158d6a1 (fixed by 4d00087 while this review ran): stop_gradient(np.max(x)) * l,
+# Bugs at 158d6a1 (fixed by 4d00087): stop_gradient(np.max(x)) * l,
 # a name merged from an if's branches (left out of the guard), stop_gradient(np.ndim(x))
 # (a Python int) taken for NumPy's, and a literal axis of the wrong type were all skipped.
 @pytest.mark.parametrize(("name", "args"), [
@@ -558,7 +558,7 @@ def test_the_guarded_stand_ins_are_in_the_source():
     assert "c = _as_float(c)" not in source  # c is not read by the derivatives
 
 
-# --- 1. the guard is blind to dtypes, and to np.errstate ---------------------------------
+# --- the guard is blind to dtypes, and to np.errstate ---------------------------------
 
 DY = load("""
 import numpy as np
@@ -599,7 +599,7 @@ def overflowing(x, t):
 """)
 
 
-# Bugs at 158d6a1 (fixed by 4d00087 while this review ran): runtime._numpy held for any
+# Bugs at 158d6a1 (fixed by 4d00087): runtime._numpy held for any
 # ndarray or NumPy scalar, so statements NumPy refuses for their operands' dtype were skipped.
 @pytest.mark.parametrize(("name", "args"), [
     ("negated_mask", (X2, np.array([True, False]))),
@@ -653,7 +653,7 @@ def test_errstate_raise_where_nothing_overflows():
                                    2 * X2 + 1)
 
 
-# --- 2. del and _shape_of(x): values let go after their last use ------------------------
+# --- del and _shape_of(x): values let go after their last use ------------------------
 
 RL = load("""
 import numpy as np

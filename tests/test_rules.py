@@ -292,7 +292,7 @@ def test_python_float_derivatives_that_overflow(name, x):
     assert type(g) is float and math.isfinite(g) and abs(g) <= 1e-150
 
 
-# --- bugs: the retry on NumPy scalars after ZeroDivisionError ------------------------------
+# --- the retry on NumPy scalars after ZeroDivisionError ------------------------------
 
 RETRY = load("""
 import numpy as np

@@ -359,7 +359,7 @@ X34 = FOLD_RNG.standard_normal((3, 4))
 FOLD_A33 = FOLD_RNG.standard_normal((3, 3)) * 0.5
 
 
-# --- bugs: a sum of a linear function of an array operation's result ------------------------
+# --- a sum of a linear function of an array operation's result ------------------------
 
 FOLDED = load("""
 import numpy as np
