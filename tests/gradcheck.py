@@ -1,17 +1,23 @@
-"""Shared test helpers: central-difference gradient checks and functions built from source."""
+"""Shared test helpers: central-difference gradient checks, functions built from source, and
+files written for and run through the command line."""
 
 from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
+import subprocess
 import sys
 import tempfile
 import textwrap
+import uuid
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from symdiff import grad, value_and_grad
+from symdiff.cli import main
 
 _counter = itertools.count()
 _DIR = Path(tempfile.mkdtemp(prefix="symdiff-tests-"))
@@ -147,3 +153,126 @@ class Frozen:
             return v
         self.k += 1
         return self.values[self.k - 1]
+
+
+# --- gradients compared with the function's own errors and values ---
+
+
+def outcome(call):
+    """The value of ``call()``, or the exception it raised."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return call()
+        except Exception as e:  # noqa: BLE001 - what is raised is what is compared
+            return e
+
+
+def both(f, args, wrt=(0,)):
+    """grad's and value_and_grad's gradients of ``f`` at ``args``, checked to agree."""
+    g = grad(f, wrt=wrt)(*args)
+    value, h = value_and_grad(f, wrt=wrt)(*args)
+    assert value == f(*args) or np.allclose(value, f(*args), rtol=1e-12)
+    for a, b in zip(g, h, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    return g
+
+
+def both_one(f, args, wrt=0):
+    """grad's gradient of ``f`` at ``args``, checked to equal value_and_grad's, whose value
+    must be the function's."""
+    g = grad(f, wrt=wrt)(*args)
+    value, h = value_and_grad(f, wrt=wrt)(*args)
+    np.testing.assert_allclose(value, f(*args), rtol=1e-12)
+    np.testing.assert_allclose(g, h, rtol=1e-12, atol=1e-15)
+    return g
+
+
+def ro(a):
+    a = np.array(a)
+    a.flags.writeable = False
+    return a
+
+
+def frozen_reference(source, args, wrt, name="f", h=1e-6):
+    """Central differences of ``name`` in ``source`` (which imports stop_gradient as sg)
+    with every stop_gradient value frozen at ``args``."""
+    module = load(source.replace("from symdiff import stop_gradient as sg", ""))
+    frozen = Frozen()
+    module.sg = frozen
+    f = getattr(module, name)
+    f(*args)
+    frozen.replay = True
+
+    def replayed(*a):
+        frozen.k = 0
+        return f(*a)
+
+    return [numeric_grad(replayed, list(args), i, h=h) for i in wrt]
+
+
+# --- the command line: files written, run, imported and exported ---
+
+
+def write(directory, text, name="m.py"):
+    path = Path(directory) / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def run(capsys, *argv):
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def live(path):
+    """Import ``path`` under a fresh module name, as --check does."""
+    name = f"cli_live_file_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def exported(path):
+    """Exec an exported module's text in a fresh namespace (symdiff not needed by it)."""
+    namespace = {"__name__": f"cli_exported_{next(_counter)}"}
+    exec(compile(Path(path).read_text(), str(path), "exec"), namespace)
+    return namespace
+
+
+def unique(prefix):
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+# In a clean interpreter where importing SymPy or symdiff fails: import each exported
+# module and evaluate the named gradients at the given points.
+_CLEAN = """
+import importlib.util, json, sys
+sys.modules["sympy"] = None
+sys.modules["symdiff"] = None
+import numpy as np
+jobs = json.loads(sys.argv[1])
+out = {}
+for k, (path, name, args, kwargs) in enumerate(jobs):
+    spec = importlib.util.spec_from_file_location(f"exported_{k}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = [np.array(a) if isinstance(a, list) else a for a in args]
+    kwargs = {n: np.array(a) if isinstance(a, list) else a for n, a in kwargs.items()}
+    gradient = getattr(module, "grad_" + name)
+    out[str(k)] = [np.asarray(g).tolist() for g in gradient(*args, **kwargs)]
+print(json.dumps(out))
+"""
+
+
+def run_clean(jobs):
+    done = subprocess.run([sys.executable, "-c", _CLEAN, json.dumps(jobs)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def draw(shape, rng):
+    return rng.uniform(0.5, 1.5, shape).tolist() if shape else float(rng.uniform(0.5, 1.5))

@@ -1,5 +1,6 @@
 """Calling a gradient: the kinds of arguments it takes, what grad() refuses (methods,
-gradients), defaults, pickling and copying, and errors raised at the call."""
+gradients), defaults, pickling and copying, errors raised at the call, the output contract
+(gradients never alias) and the check that the value is a scalar."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import multiprocessing
 import pickle
 import sys
 import textwrap
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, load
+from gradcheck import both_one, check_grad, load
 
 from symdiff import SymdiffError, grad, value_and_grad
 
@@ -455,3 +457,120 @@ def test_a_wrong_number_of_arguments_is_told_as_the_function_tells_it():
     with pytest.raises(TypeError) as e:
         grad(M.f)(1.0)
     assert str(e.value) == str(expected.value)  # f() missing 1 required positional ...
+
+
+# --- output contract --------------------------------------------------------------------
+
+CONTRACT = load("""
+import numpy as np
+
+def square_of_sum(x, y):
+    return np.sum((x + y) ** 2)
+
+def linear(x, y):
+    return np.sum(x * 3.0 + y)
+
+def sums(x, y):
+    return np.sum(x) + np.sum(y)
+
+def returns_parameter(x):
+    return x
+
+def returns_other(x, y):
+    return y
+""")
+
+
+@pytest.mark.parametrize("name", ["square_of_sum", "linear", "sums"])
+@pytest.mark.parametrize("wrt", [("x", "x"), (0, "x"), ("x", "y"), ("y", "x")])
+def test_gradients_never_alias(name, wrt):
+    x, y = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+    a, b = grad(getattr(CONTRACT, name), wrt=wrt)(x, y)
+    assert not np.shares_memory(a, b)
+    for g in (a, b):
+        assert g.flags.writeable and g.flags.owndata and g.dtype == np.float64
+        assert not np.shares_memory(g, x) and not np.shares_memory(g, y)
+
+
+def test_returned_parameter():
+    assert value_and_grad(CONTRACT.returns_parameter)(2.0) == (2.0, 1.0)
+    value, g = value_and_grad(CONTRACT.returns_parameter)(np.array(2.0))
+    assert value == 2.0 and isinstance(g, np.ndarray) and g.shape == () and g == 1.0
+    dx, dy = grad(CONTRACT.returns_other, wrt=(0, 1))(np.array([1.0, 2.0]), 3.0)
+    np.testing.assert_array_equal(dx, [0.0, 0.0])
+    assert dy == 1.0 and type(dy) is float
+
+
+X2 = np.array([1.0, 2.0])
+
+
+# --- the scalar check -----------------------------------------------------------------
+
+SC = load("""
+import numpy as np
+
+def maybe_array(x, w):
+    return x * w
+
+def reduced(x):
+    return np.sum(x * x)
+
+def mean_of_nothing(x):
+    return np.mean(x)
+""")
+
+
+@pytest.mark.parametrize("w", [np.ones(2), [1.0, 1.0], np.array([[1.0]])])
+def test_an_array_value_is_refused(w):
+    for make in (grad, value_and_grad):
+        with pytest.raises(SymdiffError, match="scalar"):
+            make(SC.maybe_array)(X2, w)
+
+
+@pytest.mark.parametrize("w", [2.0, np.float64(2.0), np.array(2.0), 2, np.int64(2), True])
+def test_a_scalar_value_passes_the_check(w):
+    assert both_one(SC.maybe_array, (1.5, w)) == pytest.approx(float(w))
+    np.testing.assert_allclose(both_one(SC.maybe_array, (np.array(1.5), w)), float(w))
+
+
+def test_a_certain_scalar_needs_no_check():
+    assert "_check_scalar" not in grad(SC.reduced).source
+    assert both_one(SC.reduced, (np.zeros(0),)).shape == (0,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the mean of nothing: nan, and a warning)
+        assert both_one(SC.mean_of_nothing, (np.zeros((0, 2)),)).shape == (0, 2)
+
+
+@pytest.mark.parametrize("name", ["parameter", "module_level"])
+def test_a_name_type_shadows_the_builtin_the_generated_code_calls(name):
+    m = load("""
+import numpy as np
+type = 2.0
+
+def parameter(x, type):
+    return np.sum(x * x * type)
+
+def module_level(x):
+    return x * x * type
+""")
+    f = getattr(m, name)
+    args = (X2, 3.0) if name == "parameter" else (1.5,)
+    expected = 2 * args[0] * (3.0 if name == "parameter" else 2.0)
+    np.testing.assert_allclose(grad(f)(*args), expected, rtol=1e-12)
+
+
+def test_names_float_are_parameters_like_any_other():
+    m = load("""
+import numpy as np
+
+def parameter(x, float):
+    return x * float * float
+
+def local(x, w):
+    float = w * 2.0
+    return np.sum(x * float * float)
+""")
+    assert both_one(m.parameter, (2.0, 3.0)) == pytest.approx(9.0)
+    np.testing.assert_allclose(both_one(m.local, (X2, 3.0)), [36.0, 36.0])
+    with pytest.raises(SymdiffError, match="scalar"):
+        grad(m.parameter)(X2, np.ones(2))

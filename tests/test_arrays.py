@@ -1,10 +1,13 @@
-"""Array operations: every row of rules.ARRAY_OPS against central differences, and conventions."""
+"""Array operations: every row of rules.ARRAY_OPS against central differences, and conventions;
+reductions, indexing, linear algebra, stacking and empty arrays."""
+
+import warnings
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, load
+from gradcheck import agrees, check_grad, equals, load
 
-from symdiff import SymdiffError, grad, rules
+from symdiff import SymdiffError, grad, rules, value_and_grad
 
 # One or more cases per array row: (source of the body over x, y, shapes of x and y).
 CASES = {
@@ -235,3 +238,468 @@ def test_out_and_dtype_arguments_are_refused():
     f = load(HEADER + "def f(x):\n    return np.sum(x, dtype=np.int32)\n", "f")
     with pytest.raises(SymdiffError, match=r"np.sum\(..., dtype=...\) is not supported"):
         grad(f).source  # noqa: B018
+
+
+RNG = np.random.default_rng(20240601)
+V3 = np.array([0.5, -1.2, 2.0])
+V4 = np.array([0.5, -1.2, 2.0, 0.8])
+M34 = RNG.standard_normal((3, 4))
+M45 = RNG.standard_normal((4, 5))
+M33 = RNG.standard_normal((3, 3))
+B234 = RNG.standard_normal((2, 3, 4))
+B245 = RNG.standard_normal((2, 4, 5))
+C333 = RNG.standard_normal((3, 3, 3))
+
+
+# --- reductions -------------------------------------------------------------------------
+
+REDUCE = load("""
+import numpy as np
+
+def negative_axis(a):
+    return np.sum(np.sum(a, axis=-1) ** 2)
+
+def tuple_axis(a):
+    return np.sum(np.sum(a, axis=(0, -1)) ** 2)
+
+def keepdims(a):
+    return np.sum(a / np.sum(a * a, axis=-1, keepdims=True))
+
+def mean_keepdims(a):
+    return np.sum(np.mean(a, axis=-1, keepdims=True) ** 2 * a)
+
+def max_axis(a):
+    return np.sum(np.max(a, axis=-1) ** 2) + np.sum(np.min(a, axis=(0, -1), keepdims=True) * a)
+
+def var_std(a):
+    return np.var(a, axis=-1).sum() + np.std(a, axis=0, ddof=1).sum()
+
+def prod_axis(a):
+    return np.sum(np.prod(a, axis=-2))
+
+def methods(a):
+    return a.sum(axis=-1).max() + a.mean(-1).sum() + a.max(0).sum() + a.std(ddof=1)
+
+def norm_axis(a):
+    return np.sum(np.linalg.norm(a, axis=-1)) + np.linalg.norm(a, 'fro')
+
+def prod_with_zeros(a):
+    return np.sum(np.prod(a, axis=-1, keepdims=True) * np.arange(2.0).reshape(2, 1)) + a.prod()
+""")
+
+
+@pytest.mark.parametrize("name, arg", [
+    ("negative_axis", M34), ("negative_axis", V4), ("tuple_axis", B234), ("keepdims", M34),
+    ("mean_keepdims", M34), ("max_axis", M34), ("var_std", M34), ("prod_axis", M34),
+    ("methods", M34), ("norm_axis", M34),
+])
+def test_reductions(name, arg):
+    agrees(getattr(REDUCE, name), (arg,))
+
+
+def test_prod_with_zeros():
+    a = np.array([[0.0, 2.0], [3.0, 4.0]])
+    equals(REDUCE.prod_with_zeros, (a,), (np.array([[24.0, 0.0], [4.0, 3.0]]),))
+
+
+# --- indexing ---------------------------------------------------------------------------
+
+INDEX = load("""
+import numpy as np
+
+IDX = np.array([0, 2, 2, -1])
+
+def negative_steps(v):
+    return np.sum(v[::-2] * v[::-1][:3] ** 2)
+
+def repeated_list(v):
+    return np.sum(v[[0, 0, 1, -1, -1]] ** 2)
+
+def repeated_array(v):
+    return np.sum(v[IDX] ** 2) + np.sum(v[np.array([3, 3, 0])] ** 3)
+
+def boolean_mask(v):
+    return np.sum(v[v > 0] ** 2) + np.sum(v[[True, False, True, True, False, True]] ** 3)
+
+def newaxis(v):
+    return np.sum(v[None] * v[:, None])
+
+def ellipsis(T):
+    return np.sum(T[..., 0] ** 2 + T[0, ...].sum()) + np.sum(T[..., 1:3, None] ** 3)
+
+def ellipsis_list(T):
+    return np.sum(T[..., [0, 0]] ** 2) + np.sum(T[..., None, 1] ** 2)
+
+def scalars(v):
+    return v[-1] * v[0] * v[-1]
+
+def two_dim(M):
+    return (np.sum(M[1] * M[:, 2].sum()) + M[-1, -1] ** 2 + np.sum(M[[0, 2], [1, 1]] ** 2)
+            + np.sum(M[1:, [0, 0, 3]] ** 2) + np.sum(M[[[0, 0], [1, 0]]] ** 2))
+
+def two_dim_masks(M):
+    return np.sum(M[M > 0.1] ** 2) + np.sum(M[:, M[0] > 0] ** 3)
+
+def empty_slices(v):
+    return np.sum(v[3:3] * 2.0) + np.sum(v[10:]) + v[0] + np.sum(v[range(2)] ** 2)
+
+def variable_index(v):
+    i = 2
+    j = -1
+    return v[i] * v[j] + v[i:j].sum()
+
+def tuple_in_index(M):
+    return np.sum(M[(0, 0), :] ** 2)
+
+def tuple_in_index_1d(v):
+    return np.sum(v[(1, 1),] ** 2)
+""")
+
+
+V6 = np.array([0.5, -1.2, 2.0, 0.8, -0.3, 1.1])
+
+
+@pytest.mark.parametrize("name, arg", [
+    ("negative_steps", V6), ("repeated_list", V6), ("repeated_array", V6),
+    ("boolean_mask", V6), ("newaxis", V6), ("ellipsis", B234), ("ellipsis_list", B234),
+    ("scalars", V6), ("two_dim", M34), ("two_dim_masks", M34), ("empty_slices", V6),
+    ("variable_index", V6),
+])
+def test_indexing(name, arg):
+    agrees(getattr(INDEX, name), (arg,))
+
+
+@pytest.mark.parametrize("name, arg", [("tuple_in_index", M34), ("tuple_in_index_1d", V6)])
+def test_repeated_indices_in_a_tuple(name, arg):
+    agrees(getattr(INDEX, name), (arg,))
+
+
+# --- linear algebra and shape operations ------------------------------------------------
+
+LINALG = load("""
+import numpy as np
+
+W27 = np.arange(27.0).reshape(3, 3, 3)
+
+def matmul(a, b):
+    return np.sum(np.sin(a @ b))
+
+def dot(a, b):
+    return np.sum(np.sin(np.dot(a, b)))
+
+def dot_method(a, b):
+    return np.sum(np.cos(a.dot(b)))
+
+def inner(a, b):
+    return np.sum(np.sin(np.inner(a, b)))
+
+def outer(a, b):
+    return np.sum(np.sin(np.outer(a, b)))
+
+def einsum(spec, a, b):
+    return np.sum(np.sin(np.einsum(spec, a, b)))
+
+def einsum_one(a):
+    return np.sum(np.sin(np.einsum("ij->ji", a)) * np.einsum("ij->", a))
+
+def einsum_same_twice(a):
+    return np.sum(np.einsum("ij,ij->i", a, a) ** 2)
+
+def einsum_three(a, b, c):
+    return np.sum(np.einsum("ij,jk,kl->il", a, b, c) ** 2)
+
+def reshape(a):
+    return np.sum(np.sin(a.reshape(-1, 2)) * np.arange(6.0).reshape(3, 2)
+                  + np.reshape(a, (2, -1)).sum(0).sum())
+
+def concatenate_same(a):
+    return np.sum(np.concatenate([a, a, a * 2]) ** 2 * np.arange(9.0))
+
+def concatenate_axis(a):
+    return np.sum(np.concatenate([a, a[:, :2]], axis=-1) ** 2)
+
+def stack_same(a):
+    return (np.sum(np.stack([a, a], axis=-1) ** 2 * np.arange(2.0))
+            + np.sum(np.stack((a, 2 * a), axis=-2) ** 3))
+
+def h_v_stack(a):
+    return np.sum(np.hstack([a, a]) ** 2) + np.sum(np.vstack([a, a, a[0]]) ** 3)
+
+def h_v_stack_1d(v):
+    return np.sum(np.hstack([v, v[:2], 1.0 * v[0]]) ** 2) + np.sum(np.vstack([v, v]) ** 3)
+
+def stack_scalars(v):
+    return (np.sum(np.stack([v[0], v[2]]) ** 2 * np.arange(2.0))
+            + np.sum(np.vstack([v[0], v[1]]) ** 2 * np.arange(2.0).reshape(2, 1)))
+
+def trace(a):
+    return np.trace(a @ a.T) + np.trace(a[:, :3]) ** 2
+
+def tile(a):
+    return np.sum(np.tile(a, (2, 1, 3)) ** 2 * np.arange(6.0)) + np.sum(np.tile(a, 3) ** 3)
+
+def flip(a):
+    return np.sum(np.flip(a, -1) * np.arange(4.0) + np.flip(a) * a)
+
+def transpose(b):
+    return (np.sum(np.transpose(b, (2, 0, 1)) * np.arange(24.0).reshape(4, 2, 3))
+            + np.sum(b.T ** 2 * np.arange(2.0)))
+
+def squeeze_expand(a):
+    return (np.sum(np.squeeze(a[:, None, :, None], axis=(1, -1)) ** 2 * np.arange(4.0))
+            + np.sum(np.expand_dims(a, (0, -1)) ** 3))
+
+def broadcast_to(a):
+    return np.sum(np.broadcast_to(a, (2, 3, 4)) ** 2 * np.arange(2.0).reshape(2, 1, 1))
+
+def ravel_flatten(a):
+    return np.sum(np.ravel(a) * np.arange(12.0)) + np.sum(a.flatten() ** 2)
+
+def transpose_negative(b):
+    return np.sum(np.transpose(b, (-1, 0, 1)) * W27)
+
+def einsum_repeated_index(a):
+    return np.einsum("ii->", a) ** 2
+
+def einsum_diagonal(a):
+    return np.sum(np.einsum("ii->i", a) * np.arange(3.0))
+
+def einsum_implicit(a, b):
+    return np.sum(np.einsum("ij,jk", a, b) ** 2)
+
+def einsum_ellipsis(a, b):
+    return np.sum(np.einsum("...ij,...jk->...ik", a, b) ** 2)
+
+def trace_3d(b):
+    return np.sum(np.trace(b) * np.arange(3.0))
+
+def hstack_scalar_first(v):
+    return np.sum(np.hstack([v[0], v[1] * 2, v]) ** 2 * np.arange(5.0))
+
+def concatenate_flat(a):
+    return np.sum(np.concatenate([a, a[:1]], axis=None) ** 2 * np.arange(16.0))
+
+def dot_3d(a, b):
+    return np.sum(np.dot(a, b) ** 2)
+""")
+
+
+V5 = RNG.standard_normal(5)
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("matmul", (V4, M45), (0, 1)), ("matmul", (M34, V4), (0, 1)), ("matmul", (V4, V4), (0, 1)),
+    ("matmul", (B234, B245), (0, 1)), ("matmul", (M34, B245), (0, 1)),
+    ("matmul", (B234, V4), (0, 1)), ("matmul", (V3, B234), (0, 1)),
+    ("dot", (V4, M45), (0, 1)), ("dot", (M34, V4), (0, 1)), ("dot", (2.0, M34), (0, 1)),
+    ("dot", (V3, V3), (0, 1)), ("dot_method", (M34, M45), (0, 1)),
+    ("inner", (M34, M34), (0, 1)), ("inner", (V4, M34), (0, 1)), ("inner", (B234, V4), (0, 1)),
+    ("outer", (M34, V3), (0, 1)),
+    ("einsum", ("ij,jk->ik", M34, M45), (1, 2)), ("einsum", ("ij,j->i", M34, V4), (1, 2)),
+    ("einsum", ("i,j->ij", V3, V4), (1, 2)), ("einsum", ("ij,kl->", M34, M45), (1, 2)),
+    ("einsum", ("bij,bjk->bik", B234, B245), (1, 2)), ("einsum", ("ij,ij->", M34, M34), (1, 2)),
+    ("einsum", ("ij,ji->j", M34, M34.T.copy()), (1, 2)),
+    ("einsum_one", (M34,), (0,)), ("einsum_same_twice", (M34,), (0,)),
+    ("einsum_three", (M34[:2, :3], M34[:, :4], M45[:, :2]), (0, 1, 2)),
+    ("reshape", (M34[:2, :3].copy(),), (0,)),
+    ("concatenate_same", (V3,), (0,)), ("concatenate_axis", (M34,), (0,)),
+    ("stack_same", (M34,), (0,)), ("h_v_stack", (M34,), (0,)), ("h_v_stack_1d", (V4,), (0,)),
+    ("stack_scalars", (V3,), (0,)), ("trace", (M34,), (0,)),
+    ("tile", (M34[:2, :2].copy(),), (0,)), ("flip", (M34,), (0,)),
+    ("transpose", (B234,), (0,)), ("squeeze_expand", (M34,), (0,)),
+    ("broadcast_to", (M34,), (0,)), ("broadcast_to", (V4,), (0,)),
+    ("ravel_flatten", (M34,), (0,)),
+])
+def test_linear_algebra_and_shapes(name, args, wrt):
+    agrees(getattr(LINALG, name), args, wrt)
+
+
+def test_transpose_with_negative_axes():
+    agrees(LINALG.transpose_negative, (C333,))
+
+
+def test_einsum_repeated_index_is_refused_or_right():
+    with pytest.raises(SymdiffError, match="a repeated index within one operand"):
+        grad(LINALG.einsum_repeated_index)(M33)
+
+
+@pytest.mark.parametrize("name, args", [
+    ("einsum_diagonal", (M33,)), ("einsum_implicit", (M34, M45)),
+    ("einsum_ellipsis", (B234, B245)),
+])
+def test_unsupported_einsum_raises_symdiff_error(name, args):
+    f = getattr(LINALG, name)
+    try:
+        g = grad(f, wrt=tuple(range(len(args))))(*args)
+    except SymdiffError:
+        return
+    check_grad(f, args, wrt=tuple(range(len(args))), grads=g)
+
+
+def test_trace_of_3d_array():
+    agrees(LINALG.trace_3d, (C333,))
+
+
+@pytest.mark.parametrize("name, arg", [("hstack_scalar_first", V3),
+                                       ("concatenate_flat", M34)])
+def test_stacking_edge_cases(name, arg):
+    agrees(getattr(LINALG, name), (arg,))
+
+
+def test_dot_of_3d_array_raises_symdiff_error():
+    with pytest.raises(SymdiffError):
+        grad(LINALG.dot_3d, wrt=(0, 1))(B234, RNG.standard_normal((4, 2)))
+
+
+NORMS = load("""
+import numpy as np
+
+def vector(v, order):
+    return np.linalg.norm(v, order)
+
+def matrix(m, order):
+    return np.linalg.norm(m, order)
+
+def rows(m):
+    return np.sum(np.linalg.norm(m, 1, axis=1))
+""")
+
+
+@pytest.mark.parametrize("name, args", [
+    ("vector", (V4, 1)), ("vector", (V4, np.inf)), ("vector", (V4, 3)),
+    ("matrix", (M34, 2)), ("matrix", (M34, "nuc")), ("rows", (M34,)),
+])
+def test_norm_orders(name, args):
+    f = getattr(NORMS, name)
+    try:
+        g = grad(f)(*args)
+    except SymdiffError:
+        return
+    check_grad(f, args, grads=(g,))
+
+
+POSITIONAL = load("""
+import numpy as np
+from scipy.special import logsumexp
+
+W = np.arange(3.0)
+
+def sum_dtype(m):
+    return np.sum(np.sum(m, 1, float) * W)
+
+def mean_dtype(m):
+    return np.sum(np.mean(m, 1, float) * W)
+
+def sum_method_dtype(m):
+    return np.sum(m.sum(1, float) * W)
+
+def logsumexp_b(x):
+    return logsumexp(x, 0, 2.0)
+""")
+
+
+@pytest.mark.parametrize("name", ["sum_dtype", "mean_dtype", "sum_method_dtype"])
+def test_third_positional_argument_of_reductions(name):
+    # NumPy's third positional parameter is dtype (or out): refused, located, not misread.
+    with pytest.raises(SymdiffError, match="by position here"):
+        grad(getattr(POSITIONAL, name))(M33)
+
+
+def test_logsumexp_positional_weight():
+    # The weight b is not supported: refused rather than read as keepdims.
+    with pytest.raises(SymdiffError, match="by position here"):
+        grad(POSITIONAL.logsumexp_b)(V3)
+
+
+EMPTY = load("""
+import numpy as np
+
+def sum_of_squares(x):
+    return np.sum(x ** 2)
+
+def mean(x):
+    return np.mean(x)
+
+def norm(x):
+    return np.linalg.norm(x)
+
+def dot(x):
+    return np.dot(x, x)
+
+def matmul(x):
+    return x @ x
+
+def outer(x):
+    return np.sum(np.outer(x, x))
+
+def einsum(x):
+    return np.einsum('i,i->', x, x)
+
+def concatenate(x):
+    return np.sum(np.concatenate([x, x]) ** 2)
+
+def stack(x):
+    return np.sum(np.stack([x, x]) ** 2)
+
+def where(x):
+    return np.sum(np.where(x > 0, x, 0.0))
+
+def mask(x):
+    return np.sum(x[x > 0])
+
+def tile(x):
+    return np.sum(np.tile(x, 2))
+
+def loop(x):
+    s = 0.0
+    for v in x:
+        s = s + v
+    return s
+
+def flip(x):
+    return np.sum(np.flip(x) * x)
+
+def rows(X):
+    s = 0.0
+    for r in X:
+        s = s + np.sum(r ** 2)
+    return s
+
+def logsumexp_rows(X):
+    return np.sum(np.log(np.sum(np.exp(X), axis=1)))
+
+def mean_rows(X):
+    return np.sum(np.mean(X, axis=1))
+
+def trace(X):
+    return np.trace(X)
+
+def prod(x):
+    return np.prod(x)
+
+def prod_rows(X):
+    return np.sum(np.prod(X, axis=1))
+""")
+
+
+@pytest.mark.parametrize("name, arg", [
+    *[(n, np.zeros(0)) for n in ("sum_of_squares", "mean", "norm", "dot", "matmul", "outer",
+                                 "einsum", "concatenate", "stack", "where", "mask", "tile",
+                                 "loop", "flip")],
+    *[(n, a) for n in ("rows", "logsumexp_rows", "mean_rows", "trace")
+      for a in (np.zeros((0, 3)), np.zeros((3, 0)))],
+])
+def test_empty_arrays(name, arg):
+    f = getattr(EMPTY, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        value, g = value_and_grad(f)(arg)
+        np.testing.assert_array_equal(value, f(arg))
+    assert isinstance(g, np.ndarray) and g.shape == arg.shape and g.dtype == np.float64
+
+
+@pytest.mark.parametrize("name, arg", [("prod", np.zeros(0)), ("prod_rows", np.zeros((3, 0))),
+                                       ("prod_rows", np.zeros((0, 3)))])
+def test_prod_of_empty_arrays(name, arg):
+    g = grad(getattr(EMPTY, name))(arg)
+    assert isinstance(g, np.ndarray) and g.shape == arg.shape and g.dtype == np.float64

@@ -1,15 +1,23 @@
 """The disk cache: hits without SymPy, rebuilds when anything in the key changes, safety."""
 
+import importlib
+import importlib.util
 import json
+import linecache
+import math
 import os
 import stat
 import subprocess
 import sys
 import textwrap
+import uuid
 
+import numpy as np
 import pytest
+from gradcheck import live, load, unique, write
 
-from symdiff import cache
+from symdiff import cache, grad
+from symdiff.cli import main
 
 MODULE = """
 import numpy as np
@@ -53,7 +61,6 @@ def project(tmp_path):
 
 
 def expected(scale=3.0, power=2):
-    import math
     x, y = 0.5, 2.0
     return (math.cos(x) * scale * y + 2 * power * x ** (power - 1),
             math.sin(x) * scale)
@@ -145,7 +152,6 @@ def test_an_unwritable_directory_only_makes_the_cache_slower(project, monkeypatc
 
     monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(cache_dir))
     monkeypatch.setattr(cache.tempfile, "mkstemp", refuse)
-    import importlib.util
     spec = importlib.util.spec_from_file_location("mod_ro", tmp_path / "mod.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -208,7 +214,6 @@ def test_editing_a_functools_wraps_wrapper_rebuilds(project):
     grads, sympy_loaded = run(tmp_path, cache_dir)
     assert grads == pytest.approx((5.0 * 2.0 * 0.87758256189, 5.0 * 0.4794255386))
     assert sympy_loaded
-
 
 
 # --- generated code in tracebacks and debuggers ---
@@ -441,3 +446,171 @@ def test_a_cache_dir_under_home_is_expanded(project):
                    check=True, capture_output=True)
     assert len(cache.entries(home / "symdiff-cache")) == 1
     assert not (tmp_path / "~").exists()
+
+
+def test_disk_cache_closures_of_different_functions(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path))
+    m = load("""
+import numpy as np
+def make(act):
+    def f(x):
+        return np.sum(act(x))
+    return f
+""")
+    x = np.array([0.3, 0.7])
+    np.testing.assert_allclose(grad(m.make(np.tanh))(x), 1 - np.tanh(x) ** 2)
+    np.testing.assert_allclose(grad(m.make(np.sin))(x), np.cos(x))
+
+
+def test_disk_cache_closures_of_different_helpers(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path))
+    m = load("""
+import numpy as np
+def make(h):
+    def f(x):
+        return np.sum(h(x))
+    return f
+def square(u):
+    return u * u
+def cube(u):
+    return u * u * u
+""")
+    x = np.array([0.3, 0.7])
+    np.testing.assert_allclose(grad(m.make(m.square))(x), 2 * x)
+    np.testing.assert_allclose(grad(m.make(m.cube))(x), 3 * x ** 2)
+
+
+# --- caches ---
+
+
+def test_cache_dir_that_is_a_file_turns_the_cache_off(tmp_path, monkeypatch, capsys):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(not_a_dir))
+    m = live(write(tmp_path, "def f(x):\n    return x ** 3\n"))
+    assert grad(m.f)(2.0) == pytest.approx(12.0)
+    assert not_a_dir.read_text() == "x"
+    assert main(["cache", "info"]) == 0
+    assert "unusable" in capsys.readouterr().out
+
+
+def test_cache_dir_symlinked_and_very_long(tmp_path, monkeypatch):
+    target = tmp_path / "real"
+    target.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(link))
+    m = live(write(tmp_path, "def f(x):\n    return x ** 3\n"))
+    assert grad(m.f)(2.0) == pytest.approx(12.0)
+    assert len(cache.entries(target)) == 1
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path / ("d" * 250) / ("e" * 250)
+                                                 / ("f" * 4000)))
+    m = live(write(tmp_path, "def f(x):\n    return x ** 4\n", name="m2.py"))
+    assert grad(m.f)(2.0) == pytest.approx(32.0)
+
+
+def test_an_entry_that_is_a_directory_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path / "c"))
+    path = write(tmp_path, "def f(x):\n    return x ** 3\n")
+    m = live(path)
+    k = cache.key(m.f, (("x",), False, False))
+    entry = tmp_path / "c" / k[:2] / f"{k}.json"
+    entry.mkdir(parents=True)
+    assert grad(m.f, wrt="x")(2.0) == pytest.approx(12.0)
+
+
+def test_closures_over_different_library_functions_share_no_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path / "c"))
+    m = live(write(tmp_path, """\
+        def make(act):
+            def f(x):
+                return act(x) * 2.0
+            return f
+        """))
+    x = 0.5
+    assert grad(m.make(np.sin))(x) == pytest.approx(2 * np.cos(x))
+    assert grad(m.make(np.tanh))(x) == pytest.approx(2 * (1 - np.tanh(x) ** 2))
+
+
+def test_a_helper_redefined_in_a_notebook_cell_rebuilds(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", str(tmp_path / "c"))
+    tag = uuid.uuid4().hex[:8]
+    namespace = {"__name__": "__main__"}
+
+    def cell(number, source):
+        name = f"<ipython-input-{number}-{tag}>"
+        linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+        exec(compile(source, name, "exec"), namespace)
+
+    cell(1, "def helper(u):\n    return u * 2.0\n")
+    cell(2, "def f(x):\n    return helper(x) * x\n")
+    assert grad(namespace["f"])(1.0) == pytest.approx(4.0)
+    cell(3, "def helper(u):\n    return u * 5.0\n")
+    assert grad(namespace["f"])(1.0) == pytest.approx(10.0)
+
+
+def test_the_memory_cache_notices_a_replaced_code_object(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", "off")
+    m = live(write(tmp_path, """\
+        def f(x):
+            return x * 2.0
+
+        def cube(x):
+            return x ** 3
+        """))
+    assert grad(m.f)(2.0) == pytest.approx(2.0)
+    m.f.__code__ = m.cube.__code__
+    assert m.f(2.0) == 8.0
+    assert grad(m.f)(2.0) == pytest.approx(12.0)
+
+
+def test_editing_and_reimporting_a_module_with_the_cache_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", "off")
+    path = tmp_path / f"{unique('adv_edited')}.py"
+    path.write_text("def f(x):\n    return x * 2.0\n")
+    assert grad(live(str(path)).f)(1.0) == pytest.approx(2.0)
+    path.write_text("def f(x):\n    return x * x * x\n")
+    later = path.stat().st_mtime + 10
+    os.utime(path, (later, later))
+    m = live(str(path))
+    assert m.f(2.0) == 8.0
+    assert grad(m.f)(1.0) == pytest.approx(3.0)
+
+
+def test_an_entry_built_under_main_is_not_resolved_in_another_main(tmp_path):
+    (tmp_path / "adv_mainmod.py").write_text(textwrap.dedent("""\
+        from symdiff import grad
+
+        SCALE = 3.0
+
+        def f(x):
+            return x * SCALE
+
+        if __name__ == "__main__":
+            print(grad(f)(1.0))
+        """))
+    (tmp_path / "driver.py").write_text(textwrap.dedent("""\
+        SCALE = 100.0
+        import adv_mainmod
+        from symdiff import grad
+        print(grad(adv_mainmod.f)(1.0))
+        """))
+    env = dict(os.environ, SYMDIFF_CACHE_DIR=str(tmp_path / "c"))
+    first = subprocess.run([sys.executable, "-m", "adv_mainmod"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and float(first.stdout) == 3.0, first.stderr
+    second = subprocess.run([sys.executable, "driver.py"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert float(second.stdout) == 3.0
+
+
+def test_an_empty_cache_dir_variable_does_not_cache_in_the_current_directory(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    work = tmp_path / "work"
+    work.mkdir(mode=0o755)
+    monkeypatch.chdir(work)
+    root = cache.directory()
+    assert root is None or root.resolve() != work.resolve()

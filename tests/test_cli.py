@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
+from gradcheck import exported, run, write
 
 from symdiff import grad, rules
 from symdiff.check import check_gradient
@@ -92,18 +93,6 @@ def live(path):
     with pytest.raises(SystemExit):
         spec.loader.exec_module(module)
     return module
-
-
-def write(tmp_path, text, name="m.py"):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text))
-    return str(path)
-
-
-def run(capsys, *argv):
-    status = main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 PARAMS = {"helper": ("a",), "scalar": ("x", "y"), "straight_through": ("x",),
@@ -1027,3 +1016,156 @@ def test_a_local_module_that_is_not_utf8_is_named_where_it_is_used(tmp_path, cap
                    "utf-8: byte 0xe9 cannot be decoded\n"
                    "        return h(x)\n               ^\n"
                    "  supported instead: fix that file; or use grad() in Python\n")
+
+
+# --- the command line: usage, unusual files, exit statuses ---
+
+
+def test_missing_file_directory_and_bad_options_are_usage_errors(tmp_path, capsys):
+    path = write(tmp_path, "def f(x, y):\n    return x * y\n")
+    for argv in ([str(tmp_path / "nope.py")], [str(tmp_path)], [path, "--shape", "x=3.5"],
+                 [path, "--shape", "=3"], [path, "--shape", "x=-1"], [path, "--shape", "x"],
+                 [path, "--shape", "x=3 4"], [path, "--wrt", ","], [path, "--wrt", "x.y"],
+                 [path, "-f", "g"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2, argv
+        assert "usage: symdiff" in capsys.readouterr().err
+
+
+def test_unknown_wrt_is_a_located_error_per_function(tmp_path, capsys):
+    path = write(tmp_path, "def f(x, y):\n    return x * y\n")
+    status, out, err = run(capsys, path, "--wrt", "z")
+    assert (status, out) == (1, "")
+    assert err.startswith(f"{path}:1:1: error: f has no parameter 'z'")
+
+
+def test_null_bytes_and_syntax_errors_are_located(tmp_path, capsys):
+    path = tmp_path / "nul.py"
+    path.write_bytes(b"def f(x):\n    return x\x00 * x\n")
+    status, out, err = run(capsys, path)
+    assert (status, out) == (1, "") and "error: source code string cannot contain null" in err
+    path = write(tmp_path, 'def f(x):\n    s = "\u00e9\u00e9\u00e9" + x +\n    return s\n')
+    status, _, err = run(capsys, path)
+    assert status == 1 and err.startswith(f"{path}:2:20: error: invalid syntax")
+
+
+def test_a_coding_cookie_and_a_bom_are_honoured(tmp_path, capsys):
+    cookie = tmp_path / "cookie.py"
+    cookie.write_bytes(b"# -*- coding: latin-1 -*-\nS = '\xe9'\ndef f(x):\n    return x * x\n")
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbfdef f(x):\n    return x * x\n")
+    for path in (cookie, bom):
+        status, out, err = run(capsys, path)
+        assert (status, err) == (0, "") and out.startswith("def grad_f(x):")
+
+
+@pytest.mark.parametrize("line", [1, 5])
+def test_a_file_that_is_not_utf8_is_a_clean_error(tmp_path, capsys, line):
+    lines = [b"import math", b"", b"def f(x):", b"    return x * x", b"# end"]
+    lines[line - 1] += b"  # caf\xe9"
+    path = tmp_path / "latin.py"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    try:
+        status = main([str(path)])
+    except SystemExit as e:
+        status = e.code
+    assert status in (1, 2)
+    assert "latin.py" in capsys.readouterr().err
+
+
+def test_check_of_a_script_without_py_suffix(tmp_path, capsys):
+    path = tmp_path / "train"
+    path.write_text("def f(x):\n    return x * x\n")
+    assert run(capsys, path)[0] == 0
+    status, out, _ = run(capsys, path, "--check")
+    assert status == 0 and ": ok" in out
+
+
+def test_a_path_with_a_backslash_gives_source_that_compiles(tmp_path, capsys):
+    directory = tmp_path / "C:\\Users\\me"
+    directory.mkdir()
+    path = write(directory, "def f(x):\n    return x * x\n")
+    status, out, _ = run(capsys, path)
+    assert status == 0
+    compile(out, "printed", "exec")
+
+
+def test_a_path_with_triple_quotes_is_differentiated(tmp_path, capsys):
+    directory = tmp_path / 'q"""q'
+    directory.mkdir()
+    path = write(directory, "def f(x):\n    return x * x\n")
+    status, out, err = run(capsys, path)
+    assert (status, err) == (0, ""), err
+    compile(out, "printed", "exec")
+
+
+@pytest.mark.parametrize("name", ["out\\Users\\g.py", 'o"""x.py'])
+def test_the_exported_module_compiles_whatever_the_output_path(tmp_path, capsys, name):
+    path = write(tmp_path, "def f(x):\n    return x * x\n")
+    out_path = tmp_path / name
+    assert run(capsys, path, "-o", out_path)[0] == 0
+    assert exported(out_path)["grad_f"](3.0) == (6.0,)
+
+
+def test_output_onto_the_input_file_is_refused(tmp_path, capsys):
+    source = "def f(x):\n    return x * x\n"
+    path = write(tmp_path, source)
+    try:
+        main([path, "-o", path])
+    except SystemExit:
+        pass
+    capsys.readouterr()
+    assert Path(path).read_text() == source
+
+
+def test_an_async_def_is_refused_as_such(tmp_path, capsys):
+    path = write(tmp_path, "async def af(x):\n    return x\n\ndef f(x):\n    return x\n")
+    with pytest.raises(SystemExit) as e:
+        main([path, "-f", "af"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "has no top-level function 'af'" not in err
+    assert f"{path}:1:1: cannot differentiate af: async functions are not supported" in err
+    status, out, err = run(capsys, path)
+    assert status == 0 and out.startswith("def grad_f(x):")
+    assert err.startswith(f"{path}:1:1: note: skipped af: async functions are not supported")
+
+
+# --- --check ---
+
+
+def test_check_handles_domains_kinks_and_stop_gradient(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import math
+        import numpy as np
+        from symdiff import stop_gradient as sg
+
+        def logs(x, y):
+            return np.log(x) + math.sqrt(y) + np.arcsin(x / 2.0)
+
+        def kinks(x, y):
+            return abs(x) + np.maximum(x, y) + np.clip(y, -0.1, 0.1)
+
+        def straight(x):
+            return x + sg(np.round(x) - x)
+
+        def small(x):
+            return np.arctanh(x) + np.arcsin(x)
+        """)
+    status, out, err = run(capsys, path, "--check")
+    assert (status, err) == (0, ""), err
+    assert out.count(": ok") == 4
+
+
+def test_check_does_not_claim_ok_when_it_compared_nothing(tmp_path, capsys):
+    path = write(tmp_path, "def f(x, n=3):\n    return x ** n\n")
+    status, out, _ = run(capsys, path, "--check", "--wrt", "n")
+    assert "()" not in out
+    # Said as such, and not a failure (see symdiff --help).
+    assert (status, out) == (0, "f: nothing to compare: n has an integer default\n")
+
+
+def test_check_of_a_correct_gradient_with_a_large_offset_agrees(tmp_path, capsys):
+    path = write(tmp_path, "def f(x):\n    return 1e7 + x * x\n")
+    status, out, err = run(capsys, path, "--check")
+    assert (status, err) == (0, ""), err

@@ -1,11 +1,13 @@
-"""Branches, loops, calls of user functions, lambdas: against central differences and by hand."""
+"""Branches, loops, calls of user functions, closures, lambdas, and stop_gradient and aliasing
+among them: against central differences and by hand."""
 
 import inspect
 import math
 
 import numpy as np
 import pytest
-from gradcheck import agrees, check_grad, equals, load, numeric_grad
+from gradcheck import agrees, check_grad, equals, frozen_reference, load, numeric_grad
+from gradcheck import contract_grads as run
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -142,6 +144,1518 @@ def sum_rows_then_mean(X):
     return np.mean(acc)
 """)
 M.other = OTHER
+
+
+V3 = np.array([0.5, -1.2, 2.0])
+V4 = np.array([0.5, -1.2, 2.0, 0.8])
+X32 = np.arange(6.0).reshape(3, 2) / 5 - 0.3
+W3 = np.array([0.3, 0.2, 0.1])
+
+
+# --- aliasing and reassignment ---------------------------------------------------------
+
+ALIAS = load("""
+import numpy as np
+
+def alias_then_rebind(x):
+    a = x
+    x = x * 2
+    return np.sum(a * x)
+
+def swap(x, y):
+    x, y = y, x * y
+    return np.sum(x * y + np.sin(x))
+
+def rebind_param_in_branch(x, y):
+    if np.sum(x) > 0:
+        x = x * y
+    else:
+        y = y * 3
+    return np.sum(x * y)
+
+def rebind_param_in_loop(x):
+    a = x
+    for i in range(3):
+        x = np.sin(x) * a
+    return np.sum(x)
+
+def augmented_on_fresh_value(x):
+    y = x * 1.0
+    y += x
+    y *= x
+    y -= 1
+    y /= 2
+    y **= 2
+    return np.sum(y)
+
+def loop_swap(x):
+    a = x
+    b = x * 2
+    for i in range(3):
+        a, b = b, a * b
+    return np.sum(a + b)
+
+def loop_target_shadows_param(x, y):
+    s = 0.0
+    for y in x:
+        s = s + y * y
+    return s
+""")
+
+
+COPIES = load("""
+import numpy as np
+
+def helper(u, v):
+    u = u * v
+    return np.sin(u) + v
+
+def copy_of_reduction(x):
+    a = np.sum(x)
+    b = a
+    return a * b
+
+def copy_of_transpose(x):
+    a = x.T
+    b = a
+    return np.sum(a * b)
+
+def reduction_passed_to_helper(x, y):
+    a = np.sum(y)
+    b = helper(a, x)
+    return np.sum(a * b)
+
+def concatenation_passed_to_helper(x, y):
+    a = x
+    a = np.concatenate([y[1:], y[:1]])
+    b = helper(a, x)
+    return np.sum(a * b)
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("copy_of_reduction", (V3,), (0,)),
+    ("copy_of_transpose", (V3,), (0,)),
+    ("reduction_passed_to_helper", (V3, V3 + 1), (0, 1)),
+    ("concatenation_passed_to_helper", (V3, V3 + 1), (0, 1)),
+])
+def test_copy_right_after_an_array_operation(name, args, wrt):
+    agrees(getattr(COPIES, name), args, wrt)
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("alias_then_rebind", (V3,), (0,)),
+    ("swap", (V3, V3[::-1] + 0.5), (0, 1)),
+    ("rebind_param_in_branch", (V3, V3 * 0.5), (0, 1)),
+    ("rebind_param_in_branch", (-V3 - 1, V3 * 0.5), (0, 1)),
+    ("rebind_param_in_loop", (V3,), (0,)),
+    ("augmented_on_fresh_value", (V3,), (0,)),
+    ("loop_swap", (V3 * 0.5,), (0,)),
+    ("loop_target_shadows_param", (V3, 1.0), (0, 1)),
+])
+def test_aliasing_and_reassignment(name, args, wrt):
+    agrees(getattr(ALIAS, name), args, wrt)
+
+
+# --- loops and branches ----------------------------------------------------------------
+
+LOOPS = load("""
+import numpy as np
+
+def zero_trip_for(x):
+    s = x
+    for i in range(0):
+        s = s * x
+    return np.sum(s * 2)
+
+def zero_trip_from_constant(x):
+    s = 1.0
+    for i in range(0):
+        s = s * x
+    return np.sum(s * x)
+
+def zero_trip_while(x):
+    s = x * 2
+    k = 5
+    while k < 3:
+        s = s * x
+        k = k + 1
+    return np.sum(s * x)
+
+def zero_trip_rows(X, y):
+    s = y * 2.0
+    for row in X:
+        s = s + np.sum(row) * y
+    return s * y
+
+def while_true_break(x):
+    s = x
+    k = 0
+    while True:
+        s = s * 1.1 + x
+        k = k + 1
+        if k >= 3:
+            break
+    return np.sum(s)
+
+def break_in_middle(x):
+    s = x
+    k = 0
+    while k < 10:
+        s = s * 2
+        if np.sum(s) > 20:
+            break
+        s = s + x
+        k = k + 1
+    return np.sum(s)
+
+def nested_for(x):
+    s = 0.0
+    for i in range(2):
+        t = x
+        for j in range(3):
+            t = t * x + i
+        s = s + t
+    return np.sum(s)
+
+def triangular(x):
+    s = x
+    for i in range(3):
+        for j in range(i):
+            s = s * x
+    return np.sum(s)
+
+def body_value_after_loop(x):
+    for i in range(3):
+        y = x * i
+    return np.sum(y * x)
+
+def range_index_after_loop(x):
+    for i in range(3):
+        pass
+    return x[i] * x[0]
+
+def reversed_range(x):
+    s = 1.0
+    for i in range(len(x) - 1, -1, -1):
+        s = s * x[i] + 1
+    return s
+
+def over_reversed_slice(x):
+    s = 0.0
+    for v in x[::-1]:
+        s = s * v + v
+    return s
+
+def over_expression(X):
+    s = 0.0
+    for r in X * 2:
+        s = s + np.sum(r ** 3)
+    return s
+
+def iterable_rebound_in_body(X):
+    s = 0.0
+    for row in X:
+        X = X * 2
+        s = s + np.sum(row * X[0])
+    return s
+
+def active_through_later_iterations(x):
+    a = 0.0
+    b = 0.0
+    c = 0.0
+    for i in range(4):
+        c = a * x
+        a = b
+        b = x * i
+    return np.sum(c * x)
+
+def active_subscript_later(x):
+    a = np.zeros(3)
+    for i in range(3):
+        y = a[0]
+        a = x * (i + 1)
+    return y * x[1]
+
+def outer_adjoint_only_in_branch(x):
+    y = x * 2
+    s = x
+    for i in range(3):
+        for j in range(2):
+            if j == 1:
+                s = s - y
+            else:
+                s = s + 3.0 * y
+    return np.sum(s * s)
+
+def loop_in_branch(x):
+    y = np.sin(x)
+    z = x
+    if x[0] > 0:
+        for i in range(2):
+            z = z + y
+    return np.sum(z * z)
+
+def data_dependent_while(x):
+    s = x[0]
+    while s < 10:
+        s = s * 2 + x[1]
+    return s
+
+def early_return(x):
+    y = x * 2
+    if np.sum(x) > 100:
+        return np.sum(y)
+    y = y * x
+    return np.sum(y)
+
+def while_continue_no_temporaries(x):
+    i = 0
+    s = x[0]
+    while i < 4:
+        i = i + 1
+        if i == 2:
+            continue
+        s = s * 1.5 + x[1]
+    return s
+
+def enumerate_rows(X):
+    s = 0.0
+    for i, row in enumerate(X):
+        s = s + (i + 1) * np.sum(row * row)
+    return s
+
+def zip_rows(X, Y):
+    s = 0.0
+    for a, b in zip(X, Y):
+        s = s + np.sum(a * b)
+    return s
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("zero_trip_for", (V3,), (0,)),
+    ("zero_trip_from_constant", (V3,), (0,)),
+    ("zero_trip_while", (V3,), (0,)),
+    ("zero_trip_rows", (np.zeros((0, 2)), 1.5), (0, 1)),
+    ("zero_trip_rows", (np.ones((2, 0)), 1.5), (0, 1)),
+    ("while_true_break", (V3,), (0,)),
+    ("break_in_middle", (V3,), (0,)),
+    ("nested_for", (V3,), (0,)),
+    ("triangular", (V3,), (0,)),
+    ("body_value_after_loop", (V3,), (0,)),
+    ("range_index_after_loop", (V3,), (0,)),
+    ("reversed_range", (V4,), (0,)),
+    ("over_reversed_slice", (V4,), (0,)),
+    ("over_expression", (X32,), (0,)),
+    ("iterable_rebound_in_body", (X32,), (0,)),
+    ("active_through_later_iterations", (V3,), (0,)),
+    ("active_subscript_later", (V3,), (0,)),
+    ("outer_adjoint_only_in_branch", (V3,), (0,)),
+    ("loop_in_branch", (V3,), (0,)),
+    ("data_dependent_while", (np.array([0.5, 0.7]),), (0,)),
+    ("early_return", (V3,), (0,)),
+    ("while_continue_no_temporaries", (V4,), (0,)),
+    ("enumerate_rows", (X32,), (0,)),
+    ("zip_rows", (X32, X32 + 1), (0, 1)),
+])
+def test_loops_and_branches(name, args, wrt):
+    agrees(getattr(LOOPS, name), args, wrt)
+
+
+IF_IN_LOOP = load("""
+import numpy as np
+
+def if_in_for(x):
+    s = 1.0
+    for i in range(4):
+        if i != 2:
+            s = s * np.sin(x[i])
+    return s
+
+def continue_in_for(x):
+    s = 0.0
+    for i in range(4):
+        if i == 2:
+            continue
+        s = s + x[i] * x[i]
+    return s
+
+def if_in_while(x):
+    s = 0.0
+    i = 0
+    while i < 4:
+        if i != 2:
+            s = s + x[i] ** 3
+        i = i + 1
+    return s
+
+def conditional_expression_in_loop(x):
+    s = 0.0
+    for i in range(4):
+        s = s + (x[i] * x[i] if i > 0 else 0.0)
+    return s
+
+def break_from_inner_loop(x):
+    s = 0.0
+    for i in range(3):
+        for j in range(4):
+            if j > i:
+                break
+            s = s + x[j] * x[i]
+    return s
+""")
+
+
+INNER_ZERO_TRIP = load("""
+import numpy as np
+
+def inner_range(x, n):
+    s = x
+    for i in range(2):
+        for j in range(n):
+            s = s * j * x
+    return np.sum(s)
+
+def inner_rows(x, X):
+    s = x
+    for i in range(2):
+        for row in X:
+            s = s * row
+    return np.sum(s)
+""")
+
+
+def test_inner_loops_that_run():
+    agrees(INNER_ZERO_TRIP.inner_range, (V3, 2))
+    agrees(INNER_ZERO_TRIP.inner_rows, (V3, np.ones((2, 3)) * 1.1), (0, 1))
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("inner_range", (V3, 0), (0,)),
+    ("inner_rows", (V3, np.ones((0, 3))), (0, 1)),
+])
+def test_inner_loops_that_run_zero_times(name, args, wrt):
+    agrees(getattr(INNER_ZERO_TRIP, name), args, wrt)
+
+
+@pytest.mark.parametrize("name", ["if_in_for", "continue_in_for", "if_in_while",
+                                  "conditional_expression_in_loop", "break_from_inner_loop"])
+def test_branch_values_inside_loops(name):
+    agrees(getattr(IF_IN_LOOP, name), (V4,))
+
+
+LOOP_TARGET = load("""
+import numpy as np
+
+def row_after_loop(X):
+    s = 0.0
+    for row in X:
+        s = s + np.sum(row)
+    return s * np.sum(row ** 2)
+
+def enumerate_row_after_loop(X):
+    s = 0.0
+    for i, r in enumerate(X):
+        s = s + np.sum(r)
+    return s + np.sum(r ** 2)
+
+def zip_item_after_loop(X, Y):
+    s = 0.0
+    for a, b in zip(X, Y):
+        s = s + np.sum(a * b)
+    return s * np.sum(b)
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("row_after_loop", (X32,), (0,)),
+    ("enumerate_row_after_loop", (X32,), (0,)),
+    ("zip_item_after_loop", (X32, X32 + 1), (1,)),
+])
+def test_loop_target_read_after_loop(name, args, wrt):
+    agrees(getattr(LOOP_TARGET, name), args, wrt)
+
+
+EXITS = load("""
+import numpy as np
+
+def return_in_nested_if(x):
+    if x[0] > 0:
+        if x[1] > 0:
+            return np.sum(x ** 2)
+        y = x * 3
+    else:
+        y = x * 4
+    return np.sum(y * x)
+""")
+
+
+ONE_SIDED = load("""
+import numpy as np
+
+def bound_in_one_branch(x, c):
+    if c > 0:
+        y = x * 2
+    if c > 0:
+        z = y * x
+    else:
+        z = x
+    return np.sum(z)
+""")
+
+
+def test_bound_in_one_branch_when_taken():
+    agrees(ONE_SIDED.bound_in_one_branch, (V3, 1.0))
+
+
+def test_bound_in_one_branch_when_not_taken():
+    agrees(ONE_SIDED.bound_in_one_branch, (V3, -1.0))
+
+
+def test_return_in_nested_if():
+    agrees(EXITS.return_in_nested_if, (np.abs(V3),))
+
+
+# --- helpers, closures, keywords and defaults -------------------------------------------
+
+HELPERS = load("""
+import numpy as np
+
+W = np.array([1.0, 2.0, 3.0])
+
+def reassigns(u, v):
+    u = u * v
+    v = u + v
+    return np.sum(u * v)
+
+def same_array_twice(x):
+    return reassigns(x, x)
+
+def both_orders(x, y):
+    return reassigns(x, y) + reassigns(y, x)
+
+def power_sum(u, k=3.0):
+    return np.sum(u ** k)
+
+def keywords_and_defaults(x, y):
+    return power_sum(x) + power_sum(y, k=2.0) + power_sum(k=1.0, u=x * y)
+
+def helper_in_loop(x):
+    s = 0.0
+    for i in range(3):
+        s = s + power_sum(x, k=i + 1.0)
+    return s
+
+def own_defaults(x, w=W, *, k=2.0):
+    return np.sum(w * x ** k)
+
+def late_binding(x):
+    a = x
+    def h(u):
+        return u * a
+    b = h(x)
+    a = x * 2
+    return np.sum(h(x) + b)
+
+def nested_shadows_parameter(x):
+    def h(x):
+        x = x * x
+        return x
+    y = h(x)
+    return np.sum(y * x)
+
+def nested_transposes_enclosing(x):
+    a = x * 2
+    def h(u):
+        return np.sum(u * a.T)
+    return h(x)
+
+def make(k):
+    a = np.array([1.0, -1.0, 2.0]) * k
+    def f(x):
+        return np.sum(a * x * x)
+    def set_a(v):
+        nonlocal a
+        a = v
+    return f, set_a
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("same_array_twice", (V3,), (0,)),
+    ("both_orders", (V3, V3[::-1] * 0.7), (0, 1)),
+    ("keywords_and_defaults", (np.abs(V3) + 0.1, np.abs(V3) + 0.2), (0, 1)),
+    ("helper_in_loop", (np.abs(V3) + 0.1,), (0,)),
+    ("own_defaults", (np.abs(V3) + 0.1, W3), (0, 1)),
+    ("late_binding", (V3,), (0,)),
+    ("nested_shadows_parameter", (V3,), (0,)),
+    ("nested_transposes_enclosing", (V3,), (0,)),
+])
+def test_helpers(name, args, wrt):
+    agrees(getattr(HELPERS, name), args, wrt)
+
+
+def test_gradient_called_with_keywords_and_defaults():
+    g = grad(HELPERS.own_defaults, wrt=("x", "w"))
+    x = np.abs(V3) + 0.1
+    for kwargs, w, k in (({}, HELPERS.W, 2.0), ({"k": 3.0}, HELPERS.W, 3.0),
+                         ({"w": W3, "k": 1.0}, W3, 1.0)):
+        dx, dw = g(x, **kwargs)
+        np.testing.assert_allclose(dx, w * k * x ** (k - 1))
+        np.testing.assert_allclose(dw, x ** k)
+
+
+def test_closure_cell_rebound_between_calls():
+    f, set_a = HELPERS.make(1.0)
+    g = grad(f)
+    np.testing.assert_allclose(g(V3), 2 * np.array([1.0, -1.0, 2.0]) * V3)
+    set_a(np.array([0.5, 0.5, 3.0]))
+    np.testing.assert_allclose(g(V3), 2 * np.array([0.5, 0.5, 3.0]) * V3)
+
+
+NESTED = load("""
+import numpy as np
+
+def def_in_branches(x):
+    if np.sum(x) > 0:
+        def h(u):
+            return u * 2
+    else:
+        def h(u):
+            return u * 3
+    return np.sum(h(x) * x)
+
+def enclosing_subscript(x):
+    a = x * 2
+    def h(u):
+        return u * a[0]
+    return np.sum(h(x))
+
+def enclosing_parameter_subscript(x):
+    def h(u):
+        return u * x[1]
+    return np.sum(h(x))
+
+def enclosing_method(x):
+    a = x * 2
+    def h(u):
+        return u * a.sum()
+    return np.sum(h(x))
+""")
+
+
+def test_nested_def_in_branches_is_refused():
+    # Which definition runs depends on the branch: refused, rather than picking one.
+    with pytest.raises(SymdiffError, match="a helper defined inside a branch or loop"):
+        grad(NESTED.def_in_branches)(np.abs(V3))
+
+
+@pytest.mark.parametrize("name", ["enclosing_subscript", "enclosing_parameter_subscript"])
+def test_nested_def_subscripts_enclosing_variable(name):
+    agrees(getattr(NESTED, name), (V3,))
+
+
+def test_nested_def_method_on_enclosing_variable():
+    agrees(NESTED.enclosing_method, (V3,))
+
+
+# --- stop_gradient ----------------------------------------------------------------------
+
+SG = load("""
+import numpy as np
+import symdiff
+from symdiff import stop_gradient as sg
+
+def h(u):
+    return sg(u * u) * u
+
+def through_helpers(x):
+    return np.sum(symdiff.stop_gradient(h(x)) + h(sg(x)) * x + sg(sg(h(x))) * h(x))
+
+def nested(x):
+    return np.sum(sg(sg(x) * x) * x)
+
+def in_loop(x):
+    s = x
+    for i in range(3):
+        s = sg(s) * x + s
+    return np.sum(s)
+
+def on_carried_value(x):
+    s = x
+    for i in range(3):
+        s = sg(s * x)
+    return np.sum(s * x)
+
+def in_while_condition(x):
+    s = x
+    k = 0
+    while np.sum(sg(s)) < 50 and k < 10:
+        s = s * 2 + sg(s) * x
+        k = k + 1
+    return np.sum(s)
+
+def subscript_method_transpose(x):
+    return np.sum(sg(x)[0] * x + sg(x).sum() * x + sg(x).T * x)
+
+def loop_over_stopped(X):
+    s = 0.0
+    for row in sg(X):
+        s = s + np.sum(row * X[0])
+    return s
+
+def rebinds_stopped_name(x):
+    y = sg(x)
+    x = x * y
+    return np.sum(x * y)
+""")
+
+
+def _in_loop_reference(x):
+    s, d = x.copy(), np.ones_like(x)
+    for _ in range(3):
+        d, s = s + d, s * x + s
+    return d
+
+
+def _while_reference(x):
+    s, d, k = x.copy(), np.ones_like(x), 0
+    while np.sum(s) < 50 and k < 10:
+        d, s, k = 2 * d + s, s * 2 + s * x, k + 1
+    return d
+
+
+@pytest.mark.parametrize("name, arg, expected", [
+    ("through_helpers", V3, V3 ** 3 + V3 ** 5),
+    ("nested", V3, V3 * V3),
+    ("in_loop", V3, _in_loop_reference(V3)),
+    ("on_carried_value", V3, V3 ** 4),
+    ("in_while_condition", np.abs(V3), _while_reference(np.abs(V3))),
+    ("subscript_method_transpose", V3, V3[0] + V3.sum() + V3),
+    ("loop_over_stopped", X32, np.vstack([X32.sum(0), np.zeros((2, 2))])),
+    ("rebinds_stopped_name", V3, V3 * V3),
+])
+def test_stop_gradient(name, arg, expected):
+    equals(getattr(SG, name), (arg,), (expected,))
+
+
+U3 = np.array([0.5, -1.0, 2.0])
+U4 = np.array([0.5, 1.0, -0.3, 0.8])
+RNG = np.random.default_rng(20240607)
+X43 = RNG.standard_normal((4, 3))
+X34 = RNG.standard_normal((3, 4))
+A33 = RNG.standard_normal((3, 3)) * 0.5
+B233 = RNG.standard_normal((2, 3, 3))
+V5 = RNG.standard_normal(5)
+
+
+# --- arrays inside loops and branches ---------------------------------------------------
+
+ARRAY_LOOPS = load("""
+import numpy as np
+
+def tanh_of_row(r, w):
+    return np.tanh(r @ w)
+
+def helper_per_row(X, w):
+    s = 0.0
+    for row in X:
+        s = s + tanh_of_row(row, w) ** 2
+    return s
+
+def scalar_then_array(x):
+    acc = 0.0
+    for i in range(3):
+        acc = acc + x * i
+    return np.sum(acc ** 2)
+
+def product_from_scalar(x):
+    acc = 1.0
+    for i in range(3):
+        acc = acc * (x + i)
+    return np.sum(acc)
+
+def while_array_state(x):
+    s = x
+    k = 0
+    while np.max(np.abs(s)) < 5.0 and k < 20:
+        s = s * 1.5 + np.sin(x)
+        k = k + 1
+    return np.sum(s ** 2)
+
+def break_flag_then_return(x):
+    found = False
+    s = 0.0
+    for i in range(len(x)):
+        if x[i] > 1.0:
+            found = True
+            s = x[i] * 2.0
+            break
+    if found:
+        return s * np.sum(x)
+    return np.sum(x ** 2)
+
+def concatenate_growing(x):
+    out = x[:1]
+    for i in range(1, len(x)):
+        out = np.concatenate([out, out[-1:] * x[i]])
+    return np.sum(out ** 2)
+
+def where_in_loop(x):
+    s = x
+    for i in range(3):
+        s = np.where(s > 0.5, s * x, s + x)
+    return np.sum(s)
+
+def matmul_in_loop(W, v):
+    h = v
+    for i in range(3):
+        h = np.tanh(W @ h)
+    return np.sum(h)
+
+def neighbours(x):
+    s = 0.0
+    for i in range(len(x) - 1):
+        s = s + x[i] * x[i + 1]
+    return s
+
+def reduction_per_branch(X):
+    s = 0.0
+    for i in range(X.shape[0]):
+        if np.sum(X[i]) > 0:
+            s = s + np.max(X[i])
+        else:
+            s = s + np.mean(X[i] ** 2)
+    return s
+
+def early(u):
+    if np.sum(u) > 0:
+        return u * 2.0
+    return u * u
+
+def helper_with_early_return_in_loop(x):
+    s = 0.0
+    for i in range(3):
+        s = s + np.sum(early(x - i))
+    return s
+
+def inner(u):
+    return np.sin(u) * u
+
+def outer(u, k):
+    v = inner(u) + k
+    return inner(v)
+
+def nested_helpers_in_loop(x):
+    s = x
+    for i in range(2):
+        s = outer(s, i * 0.5)
+    return np.sum(s)
+
+def power(u, n):
+    p = u
+    for i in range(n - 1):
+        p = p * u
+    return p
+
+def helper_with_loop_in_loop(x):
+    s = 0.0
+    for k in range(1, 4):
+        s = s + np.sum(power(x, k))
+    return s
+
+def early_then_loop(u):
+    if np.sum(u) < 0:
+        return np.sum(u)
+    t = u
+    for i in range(2):
+        t = np.sin(t) + u
+    return np.sum(t)
+
+def helper_with_early_return_and_loop_per_row(X):
+    s = 0.0
+    for row in X:
+        s = s + early_then_loop(row)
+    return s
+
+def newton_sqrt(a):
+    x = a
+    k = 0
+    while k < 50:
+        nx = 0.5 * (x + a / x)
+        if np.max(np.abs(nx - x)) < 1e-12:
+            x = nx
+            break
+        x = nx
+        k = k + 1
+    return np.sum(x)
+
+def running_sums(x):
+    parts = x[:1] * 0.0
+    s = x[0] * 0.0
+    for i in range(len(x)):
+        s = s + x[i]
+        parts = np.concatenate([parts, s[None]])
+    return np.sum(parts ** 2)
+
+def zip_with_helper(X, Y):
+    s = 0.0
+    for a, b in zip(X, Y):
+        s = s + power(a * b, 2).sum()
+    return s
+
+def bound_in_an_earlier_iteration(x):
+    s = 0.0
+    for i in range(3):
+        if i == 1:
+            y = x * 2.0
+        if i == 2:
+            s = s + y * x
+    return np.sum(s)
+
+def alternating_while(x):
+    s = 0.0
+    i = 0
+    while i < 4:
+        if i % 2 == 0:
+            y = np.sin(x) * i
+        else:
+            s = s + np.sum(y * x)
+        i = i + 1
+    return s
+
+def swap_in_branch_in_loop(x):
+    a = x
+    b = x * 0.0
+    for i in range(4):
+        if np.sum(a) > 1.0:
+            a, b = b + 0.1, a
+        else:
+            a = a * 1.7
+    return np.sum(a * b + a)
+
+def previous_value(x):
+    prev = x[0]
+    s = 0.0
+    for v in x[1:]:
+        s = s + (v - prev) ** 2
+        prev = v
+    return s
+
+def running_max(x):
+    m = x[0]
+    s = 0.0
+    for v in x:
+        m = np.maximum(m, v)
+        s = s + m * v
+    return s
+
+def value_from_the_breaking_iteration(x):
+    s = x * 1.0
+    for i in range(5):
+        t = s * 0.5
+        if np.sum(t) < 0.2:
+            break
+        s = t + x * 0.1
+    return np.sum(s + t)
+
+def continue_over_rows(X):
+    s = 0.0
+    for i, r in enumerate(X):
+        if np.sum(r) < 0:
+            continue
+        s = s + np.sum(r * r) * i
+    return s
+
+def break_inner_over_elements(X):
+    total = 0.0
+    for r in X:
+        acc = 0.0
+        for v in r:
+            if v < -0.5:
+                break
+            acc = acc + v * v
+        total = total + acc * np.sum(r)
+    return total
+
+def chained_indexing(X):
+    s = 0.0
+    for i in range(X.shape[0]):
+        for j in range(X.shape[1]):
+            s = s + X[i][j] * X[i, j] * (i + 1)
+    return s
+
+def columns(X):
+    s = 0.0
+    for j in range(X.shape[1]):
+        c = X[:, j]
+        s = s + np.sum(c * c) / (j + 1)
+    return s
+
+def windows(x):
+    s = 0.0
+    for i in range(len(x) - 1):
+        s = s + np.prod(x[i:i + 2])
+    return s
+
+def mask_of_carried_value(x):
+    s = x
+    for i in range(3):
+        s = s + np.sum(s[s > 0.2]) * 0.1
+    return np.sum(s ** 2)
+
+def einsum_in_loop(A, v):
+    h = v
+    for i in range(2):
+        h = np.einsum('ij,j->i', A, h) + v
+    return np.sum(np.tanh(h))
+
+def batched_matmul_in_loop(B, v):
+    h = v
+    for k in range(2):
+        h = np.tanh(B @ h)
+        h = np.mean(h, axis=0)
+    return np.sum(h)
+
+def rows_of_outer(x):
+    M = np.outer(x, x)
+    s = 0.0
+    for r in M:
+        s = s + np.max(r) - np.min(r)
+    return s
+
+def vstack_growing(x):
+    rows = x[None, :]
+    for i in range(2):
+        rows = np.vstack([rows, rows[-1] * x])
+    return np.sum(rows ** 2)
+
+def index_from_argsort(x):
+    idx = np.argsort(x)
+    s = 0.0
+    for i in range(len(x)):
+        s = s + x[idx[i]] * (i + 1)
+    return s
+
+def trace_of_powers(A):
+    P = A
+    s = 0.0
+    for i in range(3):
+        s = s + np.trace(P)
+        P = P @ A
+    return s
+
+def helper_reads_enclosing_loop_variable(x):
+    a = x
+    def h(u):
+        return u * a
+    s = 0.0
+    for i in range(3):
+        s = s + np.sum(h(x))
+        a = a * 2
+    return s
+
+def helper_reads_loop_index(x):
+    def h(u):
+        return u * i
+    s = 0.0
+    for i in range(3):
+        s = s + np.sum(h(x) ** 2)
+    return s
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("helper_per_row", (X43, U3), (0, 1)),
+    ("scalar_then_array", (U3,), (0,)),
+    ("product_from_scalar", (U3,), (0,)),
+    ("while_array_state", (U3 * 0.3,), (0,)),
+    ("break_flag_then_return", (np.array([0.5, 1.5, 2.0]),), (0,)),
+    ("break_flag_then_return", (np.array([0.5, 0.5, 0.2]),), (0,)),
+    ("concatenate_growing", (np.array([0.5, 1.5, 2.0, 0.7]),), (0,)),
+    ("where_in_loop", (np.array([0.3, 0.9, -0.4]),), (0,)),
+    ("matmul_in_loop", (A33, U3), (0, 1)),
+    ("neighbours", (V5,), (0,)),
+    ("reduction_per_branch", (X43,), (0,)),
+    ("helper_with_early_return_in_loop", (np.array([0.5, 1.0, 1.2]),), (0,)),
+    ("helper_with_early_return_in_loop", (np.array([0.5, 0.2, -1.2]),), (0,)),
+    ("nested_helpers_in_loop", (U3,), (0,)),
+    ("helper_with_loop_in_loop", (np.abs(U3),), (0,)),
+    ("helper_with_early_return_and_loop_per_row", (X43,), (0,)),
+    ("newton_sqrt", (np.array([2.0, 3.0, 0.5]),), (0,)),
+    ("running_sums", (U4,), (0,)),
+    ("zip_with_helper", (X43, X43 + 1), (0, 1)),
+    ("bound_in_an_earlier_iteration", (U4,), (0,)),
+    ("alternating_while", (U4,), (0,)),
+    ("swap_in_branch_in_loop", (U4,), (0,)),
+    ("previous_value", (U4,), (0,)),
+    ("running_max", (U4,), (0,)),
+    ("value_from_the_breaking_iteration", (U4,), (0,)),
+    ("continue_over_rows", (X43,), (0,)),
+    ("break_inner_over_elements", (X43,), (0,)),
+    ("chained_indexing", (X34,), (0,)),
+    ("columns", (X34,), (0,)),
+    ("windows", (V5,), (0,)),
+    ("mask_of_carried_value", (V5,), (0,)),
+    ("einsum_in_loop", (A33, U3), (0, 1)),
+    ("batched_matmul_in_loop", (B233, U3), (0, 1)),
+    ("rows_of_outer", (V5,), (0,)),
+    ("vstack_growing", (V5,), (0,)),
+    ("index_from_argsort", (V5,), (0,)),
+    ("trace_of_powers", (A33,), (0,)),
+    ("helper_reads_enclosing_loop_variable", (U3,), (0,)),
+    ("helper_reads_loop_index", (U3,), (0,)),
+])
+def test_arrays_in_loops_and_branches(name, args, wrt):
+    agrees(getattr(ARRAY_LOOPS, name), args, wrt)
+
+
+LOOP_EXITS = load("""
+import numpy as np
+
+def early_returns_around_loops(x, c):
+    if c > 0:
+        if np.sum(x) > 1:
+            return np.sum(x ** 2)
+        x = x * 3
+    s = 0.0
+    for i in range(3):
+        s = s + x[i]
+    if s > 2.0:
+        return s * np.sum(x)
+    t = x
+    while np.sum(t) < 5.0:
+        t = t * 1.5 + 0.1
+    return np.sum(t * x)
+
+def helper(u, c):
+    if c > 0:
+        if np.sum(u) > 1:
+            return u ** 2
+        u = u * 3
+    k = 0
+    while k < 2 and np.sum(u) < 3:
+        u = u * 2.0
+        k = k + 1
+    if k == 2:
+        return u + 1.0
+    return np.sin(u)
+
+def helper_with_exits_per_row(X, c):
+    s = 0.0
+    for r in X:
+        s = s + np.sum(helper(r, c) * r)
+    return s
+""")
+
+
+X_EXITS = np.array([[0.2, 0.3, 0.1], [1.0, 0.5, 0.2], [0.05, 0.1, 0.0], [-0.5, 0.2, 0.1]])
+
+
+@pytest.mark.parametrize("c", [1.0, -1.0])
+@pytest.mark.parametrize("x", [np.array([0.2, 0.3, 0.1]), np.array([1.0, 1.5, 0.5]),
+                               np.array([0.4, 0.6, 0.2]), np.array([0.28, 0.27, 0.29])])
+def test_early_returns_around_loops(x, c):
+    agrees(LOOP_EXITS.early_returns_around_loops, (x, c), (0, 1))
+
+
+@pytest.mark.parametrize("c", [1.0, -1.0])
+def test_helper_with_exits_called_per_row(c):
+    agrees(LOOP_EXITS.helper_with_exits_per_row, (X_EXITS, c))
+
+
+# --- stop_gradient on loop-carried values -----------------------------------------------
+
+SG_SOURCE = """
+import numpy as np
+from symdiff import stop_gradient as sg
+
+def carried(x):
+    s = x
+    for i in range(3):
+        s = sg(s) * x + s * 0.5
+    return np.sum(s)
+
+def stopped_helper(u):
+    return sg(u * u)
+
+def through_helper(x):
+    return np.sum(stopped_helper(x) * x)
+
+def while_with_stopped_state(x):
+    s = x
+    k = 0
+    while True:
+        s = s * 0.5 + sg(s) * x
+        k = k + 1
+        if np.sum(sg(s)) > 4.0 or k >= 6:
+            break
+    return np.sum(s * s)
+
+def stopped_rows(X, w):
+    s = 0.0
+    for r in X:
+        h = np.tanh(r * w)
+        s = s + np.sum(h * sg(h))
+    return s
+"""
+
+SG_CARRIED = load(SG_SOURCE)
+
+
+def _carried_reference(x):
+    s, d = x.copy(), np.ones_like(x)
+    for _ in range(3):
+        s, d = s * x + s * 0.5, s + 0.5 * d
+    return d
+
+
+@pytest.mark.parametrize("name, args, expected", [
+    ("carried", (U3,), (_carried_reference(U3),)),
+    ("through_helper", (U3,), (U3 * U3,)),
+])
+def test_stop_gradient_by_hand(name, args, expected):
+    equals(getattr(SG_CARRIED, name), args, expected)
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("while_with_stopped_state", (np.array([0.5, 0.8, 0.3]),), (0,)),
+    ("stopped_rows", (X43, U3), (0, 1)),
+])
+def test_stop_gradient_against_frozen_differences(name, args, wrt):
+    grads = run(getattr(SG_CARRIED, name), args, wrt)
+    for g, e in zip(grads, frozen_reference(SG_SOURCE, args, wrt, name), strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+# --- parameters unused, used as an index, or in a condition only -------------------------
+
+ROLES = load("""
+import numpy as np
+
+def unused_in_the_branch_taken(x, y, c):
+    if c > 0:
+        return np.sum(x ** 2)
+    return np.sum(y ** 2)
+
+def condition_only(x, t):
+    if t > 0:
+        return np.sum(x)
+    return np.sum(x * 2)
+
+def index_through_int(x, n):
+    return x[int(n)] ** 2
+
+def slice_bound(x, n):
+    return np.sum(x[n:] ** 2)
+
+def loop_count(x, n):
+    s = x
+    for i in range(n):
+        s = s * x
+    return np.sum(s)
+
+def loop_count_through_int(x, n):
+    s = x
+    for i in range(int(n)):
+        s = s * x
+    return np.sum(s)
+
+def while_threshold(x, t):
+    s = x
+    while np.sum(s) < t:
+        s = s * 2.0
+    return np.sum(s)
+
+def mask_threshold(x, t):
+    return np.sum(x[x > t] ** 2)
+
+def where_threshold(x, t):
+    return np.sum(np.where(x > t, x, 0.0) ** 2)
+
+def index_derived_from_parameter(x, n):
+    i = n + 1
+    return x[i] ** 2
+
+def keyword_only(x, *, k=2.0, w=np.array([1.0, 2.0, 3.0])):
+    return np.sum(w * x ** k)
+""")
+
+
+@pytest.mark.parametrize("c", [1.0, -1.0])
+def test_parameter_unused_in_the_branch_taken(c):
+    dx, dy, dc = run(ROLES.unused_in_the_branch_taken, (U3, U3 * 2, c), (0, 1, 2))
+    np.testing.assert_allclose(dx, 2 * U3 if c > 0 else 0 * U3)
+    np.testing.assert_allclose(dy, 0 * U3 if c > 0 else 4 * U3)
+    assert dc == 0.0
+
+
+@pytest.mark.parametrize("name, args, expected", [
+    ("condition_only", (U3, 1.0), (np.ones(3), 0.0)),
+    ("condition_only", (U3, -1.0), (2 * np.ones(3), 0.0)),
+    ("index_through_int", (U3, 1.0), (np.array([0.0, -2.0, 0.0]), 0.0)),
+    ("slice_bound", (U3, 1), (np.array([0.0, -2.0, 4.0]), 0.0)),
+    ("loop_count", (U3, 2), (3 * U3 ** 2, 0.0)),
+    ("loop_count_through_int", (U3, 2.0), (3 * U3 ** 2, 0.0)),
+    ("while_threshold", (np.abs(U3), 10.0), (4 * np.ones(3), 0.0)),
+    ("mask_threshold", (U3, 0.0), (np.array([1.0, 0.0, 4.0]), 0.0)),
+    ("where_threshold", (U3, 0.0), (np.array([1.0, 0.0, 4.0]), 0.0)),
+])
+def test_parameter_used_only_as_index_or_in_a_condition(name, args, expected):
+    equals(getattr(ROLES, name), args, expected, wrt=(0, 1))
+
+
+def test_index_derived_from_a_differentiated_parameter_is_refused():
+    with pytest.raises(SymdiffError, match=r"m\d+\.py:\d+:\d+: index must not depend"):
+        grad(ROLES.index_derived_from_parameter, wrt=(0, 1))(U3, 0)
+
+
+def test_keyword_only_parameters_and_array_defaults():
+    x = np.abs(U3)
+    w = np.array([1.0, 2.0, 3.0])
+    g = grad(ROLES.keyword_only, wrt=("x", "k", "w"))
+    for kwargs, k in (({}, 2.0), ({"k": 3.0}, 3.0)):
+        dx, dk, dw = g(x, **kwargs)
+        np.testing.assert_allclose(dx, w * k * x ** (k - 1))
+        assert dk == pytest.approx(np.sum(w * x ** k * np.log(x)))
+        np.testing.assert_allclose(dw, x ** k)
+    assert type(dk) is float and dw.dtype == np.float64
+    np.testing.assert_array_equal(ROLES.keyword_only.__kwdefaults__["w"], w)
+
+
+# --- dtypes, 0-d arrays, empty arrays ------------------------------------------------------
+
+KINDS = load("""
+import numpy as np
+
+def branches_in_loop(x, s):
+    acc = 0.0
+    for i in range(3):
+        if np.sum(x) * i > s:
+            acc = acc + x * s
+        else:
+            acc = acc * s + np.sin(x)
+    return np.sum(acc)
+
+def while_with_scalar_state(x, s):
+    k = 0
+    t = s
+    while k < 3 and np.sum(t) < 5.0:
+        t = t * 1.5 + x
+        k = k + 1
+    return np.sum(t * x)
+""")
+
+
+X_KINDS = [np.array([0.5, 1.0, -0.3]), np.array([0.5, 1.0, -0.3], dtype=np.float32),
+           np.array(0.7), np.array(0.7, dtype=np.float32), np.float32(0.7), 0.7]
+
+S_KINDS = [0.4, np.float32(0.4), np.array(0.4), np.array(0.4, dtype=np.float32), np.int64(1), 1]
+
+
+def _as_float64(a):
+    return np.asarray(a, dtype=np.float64) if isinstance(a, np.ndarray) else float(a)
+
+
+@pytest.mark.parametrize("name", ["branches_in_loop", "while_with_scalar_state"])
+@pytest.mark.parametrize("x", X_KINDS, ids=repr)
+@pytest.mark.parametrize("s", S_KINDS, ids=repr)
+def test_kinds_of_scalars_and_arrays_through_loops(name, x, s):
+    f = getattr(KINDS, name)
+    grads = grad(f, wrt=(0, 1))(x, s)
+    low = any(getattr(a, "dtype", None) == np.float32 for a in (x, s))
+    args = [_as_float64(x), _as_float64(s)]
+    for i, (g, a) in enumerate(zip(grads, (x, s), strict=True)):
+        if isinstance(a, np.ndarray):
+            assert isinstance(g, np.ndarray) and g.dtype == np.float64
+            assert g.shape == a.shape
+        else:
+            assert type(g) is float
+        np.testing.assert_allclose(g, numeric_grad(f, args, i), rtol=1e-3 if low else 1e-6,
+                                   atol=1e-3 if low else 1e-7)
+
+
+# --- value_and_grad through loops ----------------------------------------------------------
+
+VALUES = load("""
+import numpy as np
+
+def accumulate(x):
+    s = 0.0
+    for i in range(3):
+        s = s + x * x
+    return s
+
+def accumulate_elements(x):
+    s = 0.0
+    for v in x:
+        s = s + v * v
+    return s
+
+def accumulate_in_while(x):
+    s = 0.0
+    k = 0
+    while k < 3:
+        s = s + np.sum(x ** 2)
+        k = k + 1
+    return s
+""")
+
+
+@pytest.mark.parametrize("f, args", [
+    (ARRAY_LOOPS.scalar_then_array, (U3,)), (ARRAY_LOOPS.while_array_state, (U3 * 0.3,)),
+    (ARRAY_LOOPS.concatenate_growing, (U4,)), (ARRAY_LOOPS.newton_sqrt, (np.array([2.0, 3.0]),)),
+    (ARRAY_LOOPS.swap_in_branch_in_loop, (U4,)), (ARRAY_LOOPS.vstack_growing, (V5,)),
+    (LOOP_EXITS.early_returns_around_loops, (np.array([0.2, 0.3, 0.1]), 1.0)),
+    (SG_CARRIED.carried, (U3,)), (KINDS.while_with_scalar_state, (U3, 0.4)),
+    (ROLES.loop_count, (U3, 2)),
+], ids=lambda a: getattr(a, "__name__", ""))
+def test_value_and_grad_value(f, args):
+    value, g = value_and_grad(f)(*args)
+    assert value == pytest.approx(f(*args), rel=1e-12)
+    np.testing.assert_array_equal(g, grad(f)(*args))
+
+
+@pytest.mark.parametrize("f, args", [
+    (VALUES.accumulate, (1.5,)), (VALUES.accumulate_elements, (U3,)),
+    (VALUES.accumulate_in_while, (U3,)), (ARRAY_LOOPS.helper_per_row, (X43, U3)),
+    (ARRAY_LOOPS.neighbours, (V5,)), (ARRAY_LOOPS.continue_over_rows, (X43,)),
+    (LOOP_EXITS.helper_with_exits_per_row, (X_EXITS, 1.0)),
+], ids=lambda a: getattr(a, "__name__", ""))
+def test_value_and_grad_value_of_a_loop_carried_result(f, args):
+    value, g = value_and_grad(f)(*args)
+    assert value == pytest.approx(f(*args), rel=1e-12)
+
+
+# --- loops that overwrite a carried value and may run zero times --------------------
+
+ZERO_TRIP = load("""
+import numpy as np
+
+def reset_in_for(x, n):
+    s = x
+    for i in range(n):
+        s = 2.0
+    return s * s
+
+def clamp_by_while(x):
+    s = x
+    while s > 10.0:
+        s = 10.0
+    return s * s
+
+def reset_in_inner_loop(y, s):
+    for i in range(3):
+        for j in range(0):
+            s = j * 2.0
+        x = y - s
+    return s + np.sum(x)
+
+def reset_in_inner_while(x, s):
+    for i in range(2):
+        k = 0
+        while k < 1 and np.sum(x) > 100.0:
+            s = x * 2.0
+            k = k + 1
+    return s
+""")
+
+
+def test_loops_that_reset_a_value_when_they_run():
+    assert grad(ZERO_TRIP.reset_in_for)(1.5, 2) == 0.0
+    assert grad(ZERO_TRIP.clamp_by_while)(11.5) == 0.0
+
+
+@pytest.mark.parametrize("name, args, expected", [
+    ("reset_in_for", (1.5, 0), 3.0),
+    ("clamp_by_while", (1.5,), 3.0),
+    ("reset_in_inner_loop", (U3, 1.5), 1.0 - 3.0),
+    ("reset_in_inner_while", (U3, 1.5), 1.0),
+])
+def test_loops_that_reset_a_value_and_run_zero_times(name, args, expected):
+    f = getattr(ZERO_TRIP, name)
+    wrt = len(args) - 1 if name.startswith("reset_in_inner") else 0
+    g = grad(f, wrt=wrt)(*args)
+    assert g == pytest.approx(expected)
+    assert g == pytest.approx(numeric_grad(f, list(args), wrt))
+
+
+# --- defaults of helpers evaluated when called, not when defined ----------------------
+
+DEFAULTS = load("""
+import numpy as np
+
+K = 2.0
+
+def nested_default_reads_enclosing(x):
+    a = x * 2.0
+    def h(u, k=a):
+        return u * k
+    a = x * 3.0
+    return np.sum(h(x))
+
+def scaled(u, k=K):
+    return u * k
+
+def module_default(x):
+    return np.sum(scaled(x) * x)
+""")
+
+
+def test_nested_helper_default_is_bound_at_definition():
+    x = U3
+    np.testing.assert_allclose(grad(DEFAULTS.nested_default_reads_enclosing)(x), 4 * x)
+
+
+def test_module_helper_default_is_bound_at_definition():
+    g = grad(DEFAULTS.module_default)
+    np.testing.assert_allclose(g(U3), 4 * U3)
+    DEFAULTS.K = 5.0
+    try:
+        np.testing.assert_allclose(numeric_grad(DEFAULTS.module_default, [U3], 0), 4 * U3,
+                                   rtol=1e-6)
+        np.testing.assert_allclose(g(U3), 4 * U3)
+    finally:
+        DEFAULTS.K = 2.0
+
+
+# --- names that are unbound where the function reads them --------------------------------
+
+UNBOUND = load("""
+import numpy as np
+
+def bound_in_one_branch(x, c):
+    if c > 0:
+        y = x * 2.0
+    return np.sum(y * x)
+
+def size_of_name_bound_in_one_branch(x, c):
+    if c > 0:
+        y = x * 2.0
+    return np.sum(x * x) * np.size(y)
+
+def bound_in_loop_that_runs_zero_times(x, n):
+    for i in range(n):
+        y = x * i
+    return np.sum(y)
+""")
+
+
+@pytest.mark.parametrize("name, args, bound", [
+    ("bound_in_one_branch", (U3, -1.0), (U3, 1.0)),
+    ("size_of_name_bound_in_one_branch", (U3, -1.0), (U3, 1.0)),
+    ("bound_in_loop_that_runs_zero_times", (U3, 0), (U3, 2)),
+])
+def test_reading_an_unbound_name(name, args, bound):
+    f = getattr(UNBOUND, name)
+    with pytest.raises(UnboundLocalError, match="'y'"):
+        f(*args)
+    with pytest.raises(UnboundLocalError, match="'y'"):
+        value_and_grad(f)(*args)
+    with pytest.raises(UnboundLocalError, match="'y'"):
+        grad(f)(*args)
+    check_grad(f, bound)  # where the path assigns it, all is as before
 
 
 def test_huber_on_both_branches():

@@ -9,7 +9,7 @@ import traceback
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, load
+from gradcheck import agrees, check_grad, load
 
 from symdiff import SymdiffError, grad, stop_gradient, value_and_grad
 
@@ -342,3 +342,49 @@ def f(x, y):
     np.testing.assert_allclose(gx, np.cos(x + y))
     np.testing.assert_allclose(gy, np.cos(x + y))
     assert gx is not gy and not np.shares_memory(gx, gy)
+
+
+V3 = np.array([0.5, -1.2, 2.0])
+
+
+NAMES = load("""
+import numpy as xp
+
+def local_named_np(x):
+    np = x * 2
+    s = 0.0
+    for row in x:
+        s = s * row + xp.sum(np)
+    return s
+
+def local_named_like_runtime_helper(x):
+    _zeros = 2.0
+    _unbroadcast = x * _zeros
+    return xp.sum(_unbroadcast ** 2)
+
+def locals_named_like_temporaries(x):
+    _t0 = xp.sin(x)
+    d_t0 = _t0 * x
+    dx = d_t0 + x
+    _t1 = xp.sum(dx * dx)
+    d_t1 = _t1 * 2.0
+    return d_t1 + xp.sum(_t0)
+
+def locals_named_like_adjoints(x, dx):
+    d_ret = x * dx
+    _sg0 = xp.exp(d_ret)
+    return xp.sum(_sg0)
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("locals_named_like_temporaries", (V3,), (0,)),
+    ("locals_named_like_adjoints", (V3, V3 * 2), (0, 1)),
+])
+def test_user_names_that_look_generated(name, args, wrt):
+    agrees(getattr(NAMES, name), args, wrt)
+
+
+@pytest.mark.parametrize("name", ["local_named_np", "local_named_like_runtime_helper"])
+def test_user_names_that_shadow_generated_code(name):
+    agrees(getattr(NAMES, name), (V3,))

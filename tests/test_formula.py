@@ -1,14 +1,15 @@
 """Closed formulas (symdiff.formula, Gradient.math/latex) and reading files statically."""
 
+import inspect
 import textwrap
 
 import numpy as np
 import pytest
 import sympy as sp
-from gradcheck import load
+from gradcheck import live, load, run, write
 
 from symdiff import grad
-from symdiff.formula import MAX_OPS, StopGradient, formula
+from symdiff.formula import MAX_OPS, StopGradient, _display, formula
 from symdiff.ir import symbol
 from symdiff.lower import lower
 from symdiff.parse import MISSING, FunctionSource, parse
@@ -185,3 +186,122 @@ def test_what_only_running_the_file_would_give_is_unresolved_with_a_reason(tmp_p
     assert reasons["G"].startswith("F is not known")
     assert (reasons["C"], reasons["K"]) == ("an if block", "a class definition")
     assert all(m.namespace.lookup(n) is MISSING for n in reasons)
+
+
+# --- --format math / latex ---
+
+
+FORMULAS = '''\
+import math
+import numpy as np
+from symdiff import stop_gradient as sg
+
+C = 0.3
+
+def ab(x):
+    return abs(x) * x
+
+def mx(x, y):
+    return np.maximum(x, y) * x + min(x, y)
+
+def clip(x):
+    return np.clip(x, -0.5, 0.5) * x + np.clip(x, None, 0.7)
+
+def relu2(x):
+    return max(x, 0.0) ** 2
+
+def fm(x):
+    return np.fmax(x, 0.3) + np.fmin(x, -0.2)
+
+def flat(x):
+    return np.sign(x) * x + np.floor(x) + np.round(x, 1) + x % 1.0 + x // 0.5
+
+def stopped(x):
+    return x * sg(x) + sg(x ** 2) * C
+
+def special(x):
+    return np.hypot(x, 2.0) + np.logaddexp(x, 1.0) + np.logaddexp2(x, 0.5) + np.cbrt(x)
+
+def trig(x, y):
+    return math.erf(x) + np.arctan2(y, x) + math.hypot(x, y) + np.arctanh(x / 3.0)
+
+def powers(x, y):
+    return np.power(abs(x), y) + x ** -1 + math.pow(y, 3) + np.float_power(abs(y), 0.5)
+
+def augmented(x):
+    y = x
+    y += 1.0
+    y *= x
+    y **= 2
+    y /= 3.0
+    return y
+'''
+
+
+def _lambdified(expr, params, data):
+    expr = _display(expr).replace(StopGradient, lambda a: a).subs(data)
+    expr = expr.replace(sp.Function("round"), lambda *a: sp.Function("np_round")(*a))
+    table = {"Heaviside": lambda a, h=0.5: np.heaviside(a, h), "cbrt": np.cbrt,
+             "np_round": np.round, "FMax": np.fmax, "FMin": np.fmin,
+             "NanStep": lambda a, b: np.heaviside(a - b, 0.5)}
+    return sp.lambdify([symbol(p) for p in params], expr, modules=[table, "numpy", "scipy"])
+
+
+def test_closed_formulas_equal_the_function_and_the_gradient_numerically(tmp_path):
+    m = live(write(tmp_path, FORMULAS))
+    rng = np.random.default_rng(7)
+    for name in ["ab", "mx", "clip", "relu2", "fm", "flat", "stopped", "special", "trig",
+                 "powers", "augmented"]:
+        fn = getattr(m, name)
+        params = tuple(inspect.signature(fn).parameters)
+        f = formula(lower(parse(fn), params))
+        assert f.closed, (name, f.reason)
+        data = {s: getattr(m, s.name) for s in f.value.free_symbols if s.name not in params}
+        value = _lambdified(f.value, params, data)
+        partials = [_lambdified(d, params, data) for _, d in f.partials]
+        for _ in range(4):
+            point = [float(rng.uniform(0.2, 1.4) * rng.choice([-1.0, 1.0])) for _ in params]
+            assert float(value(*point)) == pytest.approx(fn(*point), rel=1e-9), name
+            want = grad(fn, wrt=params)(*point)
+            got = [float(d(*point)) for d in partials]
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+def test_latex_of_stop_gradient_and_operators(tmp_path, capsys):
+    path = write(tmp_path, FORMULAS)
+    status, out, _ = run(capsys, path, "--format", "latex", "-f", "stopped", "-f", "clip")
+    assert status == 0
+    assert out.splitlines()[:2] == [
+        "\\operatorname{stopped}(x) = C \\operatorname{stop\\_gradient}\\left(x^{2}\\right)"
+        " + x \\operatorname{stop\\_gradient}\\left(x\\right)",
+        "\\frac{\\partial \\operatorname{stopped}}{\\partial x} = "
+        "\\operatorname{stop\\_gradient}\\left(x\\right)"]
+    assert out.count("{") == out.count("}")
+
+
+def test_fmax_and_fmin_are_shown_as_mathematical_functions(tmp_path, capsys):
+    path = write(tmp_path, FORMULAS)
+    status, out, _ = run(capsys, path, "--format", "math", "-f", "fm")
+    assert status == 0
+    assert not {"FMax", "FMin", "NanStep"} & set(out.replace("(", " ").split())
+
+
+def test_a_formula_names_only_parameters_and_module_names(tmp_path, capsys):
+    path = write(tmp_path, """\
+        def f(x, y):
+            x = x * 2.0
+            return x * (x > y)
+        """)
+    status, out, _ = run(capsys, path, "--format", "math")
+    assert status == 0 and "x_1" not in out
+
+
+def test_parameters_named_like_constants_are_told_apart_in_formulas(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+
+        def f(pi, e):
+            return pi * e + np.pi * np.e
+        """)
+    status, out, _ = run(capsys, path, "--format", "math")
+    assert status == 0 and "e*pi + e*pi" not in out

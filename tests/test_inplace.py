@@ -1,11 +1,18 @@
 """In-place writes and aliasing: NumPy's augmented assignment on an array that another name
-shares changes both, which symdiff refuses rather than differentiate wrongly."""
+shares changes both, which symdiff refuses rather than differentiate wrongly. And the backward
+sweep's own in-place lines (_add_to, _times, _scatter_add, an adjoint handed on unchanged),
+which must never mutate what something else still reads."""
+
+import warnings
 
 import numpy as np
 import pytest
-from gradcheck import agrees, load
+from gradcheck import agrees, check_grad, frozen_reference, load, numeric_grad
+from gradcheck import contract_grads as run
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
-from symdiff import SymdiffError, grad
+from symdiff import SymdiffError, grad, value_and_grad
 
 SHARED = load("""
 import numpy as np
@@ -123,3 +130,834 @@ def test_a_write_refused_when_the_gradient_runs_is_located_once_with_its_hint():
         "        b -= 1.0\n"
         "        ^\n"
         "  supported instead: b = b - ..., which makes a new array")
+
+
+V3 = np.array([0.5, -1.2, 2.0])
+
+
+# --- in-place constructs ----------------------------------------------------------------
+
+INPLACE = load("""
+import numpy as np
+
+def setitem(x):
+    x[0] = 1.0
+    return np.sum(x)
+
+def augmented_setitem(x):
+    x[0] += 1.0
+    return np.sum(x)
+
+def out_keyword(x):
+    y = np.add(x, 1.0, out=x)
+    return np.sum(y)
+
+def out_positional(x):
+    y = np.multiply(x, 2.0, x)
+    return np.sum(y)
+
+def view(x):
+    y = x.view()
+    return np.sum(y)
+
+def augmented_alias_of_parameter(x):
+    a = x
+    x += 1.0
+    return np.sum(a * x)
+
+def augmented_alias_of_local(x):
+    y = x * 1.0
+    z = y
+    y += x
+    return np.sum(z * y)
+
+def augmented_slice_view(x):
+    y = x[1:]
+    y *= 2.0
+    return np.sum(x * x)
+
+def augmented_reshape_view(x):
+    y = x.reshape(3, 1)
+    y -= 1.0
+    return np.sum(x * x)
+""")
+
+
+@pytest.mark.parametrize("name", ["setitem", "augmented_setitem", "out_keyword",
+                                  "out_positional", "view"])
+def test_in_place_writes_are_refused(name):
+    with pytest.raises(SymdiffError):
+        grad(getattr(INPLACE, name))(V3.copy())
+
+
+@pytest.mark.parametrize("name", ["augmented_alias_of_parameter", "augmented_alias_of_local",
+                                  "augmented_slice_view", "augmented_reshape_view"])
+def test_augmented_assignment_through_an_alias(name):
+    f = getattr(INPLACE, name)
+    try:
+        g = grad(f)(V3.copy())
+    except SymdiffError:
+        return
+    check_grad(lambda x: f(x.copy()), (V3,), grads=(g,))
+
+
+U3 = np.array([0.5, -1.0, 2.0])
+
+
+# --- in-place augmented assignment on shared arrays -----------------------------------
+
+SHARED_IN_LOOPS = load("""
+import numpy as np
+
+def alias_updated_in_for(x):
+    s = x * 1.0
+    t = s
+    for i in range(2):
+        s += x
+    return np.sum(t * s)
+
+def alias_updated_in_while(x):
+    s = x * 1.0
+    t = s
+    k = 0
+    while k < 2:
+        s *= 1.5
+        k = k + 1
+    return np.sum(t * s)
+
+def parameter_updated_in_loop(x):
+    s = x
+    for i in range(2):
+        s += 1.0
+    return np.sum(s * x)
+
+def bump(u):
+    u += 1.0
+    return np.sum(u)
+
+def helper_updates_its_argument(x):
+    y = x * 2.0
+    a = bump(y)
+    return a * np.sum(y)
+
+def alias_updated_in_branch(x):
+    s = x * 1.0
+    t = s
+    if np.sum(x) > 0:
+        s += x
+    return np.sum(t * s)
+""")
+
+
+def test_augmented_assignment_on_alias_in_branch_is_refused():
+    with pytest.raises(SymdiffError, match="shared with t"):
+        grad(SHARED_IN_LOOPS.alias_updated_in_branch)(U3.copy())
+
+
+@pytest.mark.parametrize("name", ["alias_updated_in_for", "alias_updated_in_while",
+                                  "parameter_updated_in_loop", "helper_updates_its_argument"])
+def test_augmented_assignment_on_shared_array_in_loop_or_helper(name):
+    f = getattr(SHARED_IN_LOOPS, name)
+    try:
+        g = grad(f)(U3.copy())
+    except SymdiffError:
+        return
+    np.testing.assert_allclose(g, numeric_grad(lambda x: f(x.copy()), [U3], 0), rtol=1e-6)
+
+
+RNG = np.random.default_rng(20240612)
+S3 = np.array([0.3, -0.8, 1.1])
+V2 = np.array([0.4, -0.9])
+W23 = RNG.standard_normal((2, 3))
+W33 = RNG.standard_normal((3, 3)) * 0.5
+X43 = RNG.standard_normal((4, 3))
+X23 = RNG.standard_normal((2, 3))
+V5 = RNG.standard_normal(5)
+
+IN_PLACE = ("_add_to(", "_times(", "_scatter_add(")
+
+
+def _arrays(module):
+    """Copies of the module's array-valued globals, by name."""
+    return {k: np.copy(v) for k, v in vars(module).items() if isinstance(v, np.ndarray)}
+
+
+def _names(f, wrt):
+    return tuple(f.__code__.co_varnames[i] for i in wrt)
+
+
+def checked(module, name, args, wrt=None, expected=None, rtol=1e-5, atol=1e-6):
+    """The gradients of ``module.name`` at ``args``, with the values, the output contract, a
+    second call and writes into the returned gradients checked.
+
+    ``expected``: reference gradients (default: central differences of ``f``), compared
+    with ``rtol`` and ``atol``. Returns (copies of) the gradients of the first call.
+    """
+    f = getattr(module, name)
+    wrt = tuple(range(len(args))) if wrt is None else wrt
+    data = _arrays(module)
+    grads = run(f, args, wrt)  # contract, inputs unchanged, value_and_grad agrees
+    if expected is None:
+        check_grad(f, args, wrt=wrt, grads=grads, rtol=rtol, atol=atol)
+    else:
+        for g, e in zip(grads, expected, strict=True):
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+    kept = [np.copy(g) for g in grads]
+    for g in grads:
+        for k, v in vars(module).items():
+            if isinstance(v, np.ndarray) and isinstance(g, np.ndarray):
+                assert not np.shares_memory(g, v), f"a gradient is module array {k}"
+    # The caller owns what it got: writing into it changes nothing for the next call.
+    for g in grads:
+        if isinstance(g, np.ndarray):
+            g[...] = np.nan
+    again = grad(f, wrt=tuple(wrt))(*args)
+    for g, k in zip(again, kept, strict=True):
+        np.testing.assert_array_equal(g, k, err_msg="a second call differs")
+    for k, v in data.items():
+        np.testing.assert_array_equal(getattr(module, k), v, err_msg=f"module array {k} changed")
+    return kept
+
+
+# --- the functions, each aimed at an in-place line ------------------------------------------
+
+SOURCE = """
+import numpy as np
+from symdiff import stop_gradient as sg
+
+C3 = np.array([0.3, -0.2, 0.9])
+C2 = np.array([1.5, -0.5])
+C6 = np.array([1.0, 2.0, -1.0, 0.5, -0.3, 0.7])
+M23 = np.array([[0.5, -1.5, 2.0], [1.0, 0.25, -0.75]])
+IDX = np.array([0, 2, 2, 1, 0])
+MASK = np.array([True, False, True])
+M33 = np.array([[0.5, -1.0, 0.2], [0.3, 0.8, -0.6], [1.1, -0.4, 0.7]])
+
+def helper_shift(u):
+    return u - np.max(u)
+
+# _add_to: an adjoint of an array value, added to in place
+
+def softmax_like(x, W):
+    Z = W @ x
+    S = Z - np.max(Z)
+    return np.sum(np.exp(S)) + np.sum(Z * Z)
+
+def adjoint_read_twice(x, W):
+    Z = W @ x
+    A = Z * 3.0
+    B = A + Z
+    return np.sum(B * B) + np.max(A)
+
+def plain_alias(x, W):
+    Z = W @ x
+    S = Z
+    return np.sum(S * S) + np.max(Z) * np.sum(S)
+
+def helper_inlined_twice(x, W):
+    Z = W @ x
+    return np.sum(helper_shift(Z) * helper_shift(Z)) + np.max(Z)
+
+def tuple_assignment(x, W):
+    Z = W @ x
+    a, b = Z, Z
+    return np.sum(a * np.max(b)) + np.sum((b - a * 0.5) ** 2)
+
+def repeated_operand(x, W):
+    Z = W @ x
+    S = Z + Z
+    T = Z * Z
+    return np.sum(S * T) + np.max(S) + np.max(T)
+
+def positive_then_shift(x, W):
+    Z = W @ x
+    S = np.positive(Z)
+    T = S - np.max(S)
+    return np.sum(T * T) + np.sum(S)
+
+def transpose_shift(X):
+    Z = X.T
+    S = Z - np.max(Z)
+    return np.sum(S * Z)
+
+def outer_shift(x, y):
+    O = np.outer(x, y)
+    S = O - np.min(O)
+    return np.sum(S * S) + np.sum(np.max(O, axis=0))
+
+def concatenated(x, y):
+    z = np.concatenate([x, y])
+    w = z - np.max(z)
+    return np.sum(w * w) + np.sum(z[1:] * z[:-1])
+
+def var_chain(X):
+    v = np.var(X, axis=1)
+    return np.sum(v * v) + np.sum(X) * np.max(v)
+
+# _times: an equation's adjoint multiplied in place
+
+def times_module_array(X):
+    Z = C3 * np.sum(X, axis=0)
+    return np.sum(Z * Z)
+
+def sum_axis_chain(X):
+    s = np.sum(X, axis=0)
+    t = s * s
+    u = t - np.max(t)
+    return np.sum(u * s)
+
+def negated(x, W):
+    Z = W @ x
+    S = -Z
+    return np.sum(S * Z) + np.sum(np.max(S) * S)
+
+def times_then_reuse(x, W):
+    Z = W @ x
+    Y = Z * Z
+    return np.sum(np.exp(Y)) + np.sum(np.max(Y) * Z)
+
+def times_into_shared_temporary(x, W):
+    Z = W @ x
+    Y = np.tanh(Z)
+    S = (Z + Y) * C3[:2]
+    return np.sum(S * S) + np.max(S) + np.sum(Y)
+
+def softmax(x, W):
+    Z = W @ x
+    E = np.exp(Z - np.max(Z))
+    P = E / np.sum(E)
+    return np.sum(P * C2) + np.sum(P * P)
+
+def softmax_rows(X):
+    E = np.exp(X - np.max(X, axis=1, keepdims=True))
+    P = E / np.sum(E, axis=1, keepdims=True)
+    return np.sum(P * np.log(P + 1.0)) + np.sum(P[:, IDX] ** 2)
+
+# _scatter_add: scattered contributions added in place
+
+def neighbours(x):
+    d = x[1:] - x[:-1]
+    return np.sum(d ** 2) + np.sum(x * x)
+
+def repeated_indices(x):
+    return np.sum(x[IDX] ** 2) + np.sum(x[[1, 1]] * x[0]) + np.sum(x[[0, -3]] * x[2])
+
+def mask_and_list(x):
+    Z = x * C3
+    return np.sum(Z[MASK] ** 2) + np.sum(Z[IDX] * Z[0]) + np.sum(x[MASK] * x[[1, 1, 0]][:2])
+
+def index_2d(X):
+    return (np.sum(X[IDX[:3], 1:] ** 2) + np.sum(X[:, [0, 0, 2]] * X[:, 1:2])
+            + np.sum(X[None, 1] ** 3) + np.sum(X[:2, -1] * X[[0, -4], 0]))
+
+def scatter_into_handed(x):
+    T = x - np.max(x)
+    return np.sum(T[IDX] ** 2) + np.sum(T[1:] * x[:-1]) + np.sum(np.sin(T))
+
+# the hand-off: an operand that receives its value's adjoint unchanged
+
+def handed_to_parameter(x):
+    S = x - np.max(x)
+    return np.sum(np.sin(S)) + np.max(S) * np.sum(x)
+
+def handed_twice(x):
+    T = x - np.max(x)
+    U = T - np.min(T)
+    return np.sum(np.sin(U) * T)
+
+def difference(x, y):
+    S = x - y - np.max(x * y)
+    return np.sum(S * S * C3)
+
+def sum_of_both(x, y):
+    S = x + y - np.max(x)
+    return np.sum(S * S) + np.max(S)
+
+def both_through_one_product(x, y):
+    S = (x + y) * C3 - np.max(x)
+    return np.sum(S * S) + np.max(S)
+
+def reshaped_module_array(x):
+    r = np.reshape(x, (6,))
+    return np.sum(r * C6) + np.sum(np.max(r) * x)
+
+# an adjoint that is a writeable view of a module array (np.reshape of C6): fresh to the
+# generator, but not an array of its own; only the run-time check keeps C6 unchanged
+
+def add_to_a_view(x, W):
+    Y = np.outer(W @ x, x)
+    m = np.max(Y)
+    T = m * Y
+    Y2 = np.reshape(T, (6,))
+    r = np.reshape(Y, (6,))
+    return np.sum(r * C6 + Y2)
+
+def times_a_view(x, W):
+    Z = np.outer(W @ x, x)
+    Y = Z * M23
+    r = np.reshape(Y, (6,))
+    return np.sum(r * C6)
+
+def scatter_into_a_view(x, W):
+    Y = np.outer(W @ x, x)
+    t = Y[0, 1:]
+    c = np.concatenate([t, t * t, t])
+    r = np.reshape(Y, (6,))
+    return np.sum(r * C6 + c)
+
+# stop_gradient among array operations
+
+def shift_by_stopped_max(x, W):
+    Z = W @ x
+    S = Z - sg(np.max(Z))
+    return np.sum(np.exp(S)) + np.sum(Z * np.max(S))
+
+def stopped_factor(x, W):
+    Z = W @ x
+    S = sg(Z) * Z - np.max(Z)
+    return np.sum(S * S) + np.sum(S * sg(S))
+
+# control flow around in-place lines
+
+def loop_then_in_place(x, W):
+    Z = W @ x
+    s = Z
+    for i in range(3):
+        s = s * 0.9 + np.tanh(s) * Z
+    S = s - np.max(s)
+    return np.sum(S * S) + np.sum(np.max(Z) * Z)
+
+def branch_then_in_place(x, W):
+    A = W @ x
+    m = np.max(A)
+    Z = A * A
+    if np.sum(Z) > 1.0:
+        S = Z - np.max(Z)
+    else:
+        S = Z * 2.0
+    T = S - np.max(S)
+    return np.sum(T * T) + np.sum(Z * Z) + m
+
+def early_return(x, W):
+    A = W @ x
+    m = np.max(A)
+    Z = A * A
+    if np.sum(Z) > 1.0:
+        S = Z - np.max(Z)
+        return np.sum(S * S) + np.sum(Z) + m
+    return np.sum(Z * Z) + np.max(Z) - m
+
+def while_with_break(x, W):
+    Z = W @ x
+    s = Z
+    k = 0
+    while k < 5:
+        s = s - np.max(s) * 0.1
+        if np.sum(s * s) > 50.0:
+            break
+        k = k + 1
+    return np.sum(s * Z) + np.max(Z)
+
+def per_row(X, w):
+    s = 0.0
+    for row in X:
+        z = row * w
+        s = s + np.sum((z - np.max(z)) ** 2)
+    t = X @ w
+    return s + np.sum((t - np.max(t)) ** 2)
+
+# broadcasting: the adjoint larger or smaller than its value
+
+def row_and_column(X, r, c):
+    Z = (X @ M33) * r + c
+    S = Z - np.max(Z, axis=0, keepdims=True)
+    return np.sum(S * S) + np.sum(np.max(Z, axis=1) * c[:, 0])
+
+def broadcast_bias(X, b):
+    Z = X @ C3[:, None] * C2 + b
+    S = Z - np.max(Z)
+    return np.sum(np.tanh(S)) + np.sum(b * b)
+"""
+
+
+SWEEP = load(SOURCE)
+
+
+# (function, arguments, the in-place helper its gradient must use)
+CASES = [
+    ("softmax_like", (S3, W23), "_add_to("),
+    ("adjoint_read_twice", (S3, W23), "_times("),
+    ("plain_alias", (S3, W23), "_add_to("),
+    ("helper_inlined_twice", (S3, W23), "_add_to("),
+    ("tuple_assignment", (S3, W23), "_add_to("),
+    ("repeated_operand", (S3, W23), "_add_to("),
+    ("positive_then_shift", (S3, W23), "_add_to("),
+    ("transpose_shift", (X23,), "_add_to("),
+    ("outer_shift", (S3, V2), "_add_to("),
+    ("concatenated", (S3, V2), "_add_to("),
+    ("var_chain", (X43,), "_add_to("),
+    ("times_module_array", (X43,), "_times("),
+    ("sum_axis_chain", (X43,), "_times("),
+    ("negated", (S3, W23), "_times("),
+    ("times_then_reuse", (S3, W23), "_times("),
+    ("times_into_shared_temporary", (S3, W23), "_times("),
+    ("softmax", (S3, W23), "_times("),
+    ("softmax_rows", (X43,), "_times("),
+    ("neighbours", (V5,), "_scatter_add("),
+    ("repeated_indices", (S3,), "_scatter_add("),
+    ("mask_and_list", (S3,), "_scatter_add("),
+    ("index_2d", (X43,), "_scatter_add("),
+    ("scatter_into_handed", (S3,), "_scatter_add("),
+    ("handed_to_parameter", (S3,), "_fit(dx, x)"),
+    ("handed_twice", (S3,), "_fit(dx, x)"),
+    ("difference", (S3, S3[::-1] * 2), "_fit(dx, x)"),
+    ("sum_of_both", (S3, S3[::-1] * 2), "copy=True"),
+    ("both_through_one_product", (S3, S3[::-1] * 2), "copy=True"),
+    ("reshaped_module_array", (X23,), "_add_to("),
+    ("add_to_a_view", (S3, W23), "_add_to("),
+    ("times_a_view", (S3, W23), "_times("),
+    ("scatter_into_a_view", (S3, W23), "_scatter_add("),
+    ("loop_then_in_place", (S3, W23), "_add_to("),
+    ("branch_then_in_place", (S3, W23), "_add_to("),
+    ("branch_then_in_place", (S3 * 0.1, W23), "_add_to("),
+    ("early_return", (S3, W23), "_add_to("),
+    ("early_return", (S3 * 0.1, W23), "_add_to("),
+    ("while_with_break", (S3, W23), "_add_to("),
+    ("per_row", (X43, S3), "_add_to("),
+    ("row_and_column", (X43, S3[None, :], np.array([[0.5], [-0.2], [1.0], [0.1]])),
+     "_add_to("),
+    ("broadcast_bias", (X43, V2), "_add_to("),
+]
+
+IDS = [f"{name}-{i}" for i, (name, _, _) in enumerate(CASES)]
+
+
+def test_each_case_reaches_its_in_place_line():
+    missing = []
+    for name, args, line in CASES:
+        f = getattr(SWEEP, name)
+        if line not in grad(f, wrt=_names(f, range(len(args)))).source:
+            missing.append((name, line))
+    assert not missing, f"these cases no longer reach the line they test: {missing}"
+
+
+@pytest.mark.parametrize(("name", "args", "line"), CASES, ids=IDS)
+def test_in_place_gradients_agree(name, args, line):
+    checked(SWEEP, name, args)
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("shift_by_stopped_max", (S3, W23)),
+    ("stopped_factor", (S3, W23)),
+])
+def test_in_place_with_stop_gradient(name, args):
+    f = getattr(SWEEP, name)
+    assert any(t in grad(f, wrt=_names(f, (0, 1))).source for t in IN_PLACE)
+    checked(SWEEP, name, args, expected=frozen_reference(SOURCE, args, (0, 1), name=name))
+
+
+# --- the hand-off and gradients returned without a copy -------------------------------------
+
+HANDED = load("""
+import numpy as np
+
+def shifted(x):
+    S = x - np.max(x)
+    return np.sum(np.sin(S)) + np.max(S) * np.sum(x)
+
+def two(x, y):
+    S = x - y - np.max(x * y)
+    return np.sum(S * S)
+""")
+
+
+@pytest.mark.parametrize("call", ["grad", "value_and_grad"])
+def test_wrt_naming_a_parameter_twice_gives_two_arrays(call):
+    # dx is handed out without a copy; the second dx must be a copy of it, not it.
+    make = grad if call == "grad" else value_and_grad
+    out = make(HANDED.shifted, wrt=("x", "x"))(S3)
+    a, b = out if call == "grad" else out[1]
+    assert a is not b and not np.shares_memory(a, b)
+    np.testing.assert_array_equal(a, b)
+    expected = numeric_grad(HANDED.shifted, [S3], 0)
+    a[...] = 0.0
+    np.testing.assert_allclose(b, expected, rtol=1e-6)
+
+
+def test_handed_gradients_are_new_arrays_on_every_call():
+    g = grad(HANDED.two, wrt=("x", "y"))
+    first = g(S3, S3[::-1])
+    second = g(S3, S3[::-1])
+    for a, b in zip(first, second, strict=True):
+        assert not np.shares_memory(a, b)
+        np.testing.assert_array_equal(a, b)
+    assert not np.shares_memory(first[0], first[1])
+
+
+def test_value_and_grad_through_in_place_lines():
+    for name, args, _ in CASES[:20]:
+        f = getattr(SWEEP, name)
+        value, grads = value_and_grad(f, wrt=_names(f, range(len(args))))(*args)
+        assert value == pytest.approx(f(*args), rel=1e-12)
+        for g, h in zip(grads, grad(f, wrt=_names(f, range(len(args))))(*args), strict=True):
+            np.testing.assert_array_equal(g, h)
+
+
+# --- what the caller passes: dtypes, 0-d and empty arrays, views, one array twice ----------
+
+INPUTS = load("""
+import numpy as np
+
+IDX = [0, 0, 1]
+
+def shift_and_square(x, W):
+    Z = W @ x
+    S = Z - np.max(Z)
+    return np.sum(S * S) + np.sum(Z * Z) + np.sum(x[1:] * x[:-1])
+
+def zero_d(x, y):
+    Z = x * y
+    S = Z - np.max(Z)
+    return np.sum(S * Z) + np.sum(Z) + np.sum(np.max(Z) * Z)
+
+def rows(X):
+    s = np.sum(X, axis=0)
+    t = s * s
+    u = t - np.sum(t) * 0.25
+    return np.sum(u * s) + np.sum(X[1:] * X[:-1]) + np.sum(X[:, IDX] * X[:, :1])
+
+def with_ints(x, K):
+    Z = K @ x
+    S = Z - np.max(Z)
+    return np.sum(S * S) + np.sum(Z * K[:, 0])
+""")
+
+
+def test_float32_arguments():
+    x, W = S3.astype(np.float32), W23.astype(np.float32)
+    grads = run(INPUTS.shift_and_square, (x, W), (0, 1))
+    for i, g in enumerate(grads):
+        expected = numeric_grad(INPUTS.shift_and_square, [x, W], i)
+        np.testing.assert_allclose(g, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_integer_arguments():
+    K = np.array([[1, 2, 0], [0, -1, 3]])
+    x = np.array([1, -2, 3])
+    checked(INPUTS, "with_ints", (x, K), wrt=(0,))
+    np.testing.assert_array_equal(K, [[1, 2, 0], [0, -1, 3]])
+    checked(INPUTS, "with_ints", (S3, K), wrt=(0,))
+
+
+@pytest.mark.parametrize("args", [
+    (np.array(0.7), np.array(-1.3)),
+    (np.array([0.7, 0.2]), np.array(-1.3)),
+    (np.array(0.7), np.array([[0.5], [-1.3]])),
+], ids=["both-0d", "vector-and-0d", "0d-and-column"])
+def test_zero_d_arguments(args):
+    checked(INPUTS, "zero_d", args)
+
+
+@pytest.mark.parametrize("X", [np.zeros((0, 3)), np.ones((1, 3)), X43[:2]],
+                         ids=["no-rows", "one-row", "two-rows"])
+def test_empty_and_single_row_arguments(X):
+    checked(INPUTS, "rows", (X,))
+
+
+def test_read_only_views_and_one_array_passed_twice():
+    base = np.concatenate([S3, S3[::-1] * 2.0])
+    ro = base.copy()
+    ro.flags.writeable = False
+    for x, y in [(ro[:3], ro[3:]), (base[::2], base[1::2]), (S3, S3), (ro[:3], ro[:3])]:
+        keep = base.copy()
+        checked(HANDED, "two", (x, y))
+        checked(SWEEP, "difference", (x, y))
+        checked(SWEEP, "sum_of_both", (x, y))
+        np.testing.assert_array_equal(base, keep)
+
+
+@pytest.mark.parametrize("X", [np.broadcast_to(S3, (4, 3)), np.asfortranarray(X43), X43.T.T,
+                               RNG.standard_normal((4, 6))[:, ::2]],
+                         ids=["broadcast-view", "fortran-order", "transposed", "strided"])
+def test_arguments_of_other_layouts(X):
+    # gradcheck.numeric_grad returns zeros for an array that is not C-contiguous (it writes
+    # into g.reshape(-1), a copy then): the reference is taken on a C-contiguous copy.
+    C = np.ascontiguousarray(X)
+    for name in ("sum_axis_chain", "softmax_rows", "index_2d", "times_module_array"):
+        expected = [numeric_grad(getattr(SWEEP, name), [C], 0)]
+        checked(SWEEP, name, (X,), expected=expected, rtol=1e-5, atol=1e-6)
+
+
+# --- Python lists and tuples where the generator expects arrays ----------------------------
+
+LISTS = load("""
+import numpy as np
+
+def times_list(x, W, l):
+    Z = W @ x
+    S = Z * l
+    return np.sum(S * S) + np.max(S)
+
+def slice_times_list(x, l):
+    return np.sum(x[1:] * l + np.sin(x[:2]))
+
+def list_twice(x, l):
+    return np.sum(x * l * 2)
+
+def two_lists(x, l, k):
+    return np.sum(x * l + x * k)
+""")
+
+
+@pytest.mark.parametrize("seq", [[1.5, -0.5], (1.5, -0.5)], ids=["list", "tuple"])
+def test_times_by_a_list_parameter(seq):
+    # _times(dS, l) asked np.result_type about a list (TypeError at 86bcd98).
+    f = LISTS.times_list
+    grads = grad(f, wrt=("x", "W"))(S3, W23, seq)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, numeric_grad(f, [S3, W23, seq], i), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("seq", [[1.5, -0.5], (1.5, -0.5)], ids=["list", "tuple"])
+def test_scatter_of_a_list_adjoint(seq):
+    f = LISTS.slice_times_list
+    g = grad(f)(S3, seq)
+    np.testing.assert_allclose(g, numeric_grad(f, [S3, seq], 0), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize(("name", "extra"), [
+    ("list_twice", ([2.0],)),
+    ("two_lists", ([2.0], [3.0])),
+    ("two_lists", ((2.0,), (3.0,))),
+], ids=["int-times-list", "list-plus-list", "tuple-plus-tuple"])
+def test_sympy_arithmetic_on_list_parameters(name, extra):
+    f = getattr(LISTS, name)
+    x = np.array([0.3, -0.8])
+    g = grad(f)(x, *extra)
+    np.testing.assert_allclose(g, numeric_grad(f, [x, *extra], 0), rtol=1e-6)
+
+
+# --- found on the way: integer data of a small dtype ---------------------------------------
+
+SMALL_INTS = load("""
+import numpy as np
+
+def weighted_twice(x, K):
+    return np.sum(x * K * K)
+
+def added_twice(x, W, K):
+    Z = W @ x
+    return np.sum(Z * K + Z * K) + np.max(Z)
+
+MODULE_IMAGE = np.array([200, 16, 255], dtype=np.uint8)
+MASK = np.array([True, False, True])
+
+def module_weighted_twice(x):
+    return np.sum(x * MODULE_IMAGE * MODULE_IMAGE)
+
+def module_added_twice(x):
+    y = x * MODULE_IMAGE
+    return np.sum(y * MODULE_IMAGE + x * MODULE_IMAGE + x * MASK * MASK)
+""")
+
+
+IMAGE = np.array([200, 16, 255], dtype=np.uint8)  # pixel values, say
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("weighted_twice", (S3, IMAGE)),
+    ("added_twice", (S3, W33, IMAGE)),
+], ids=["K**2", "2*K"])
+def test_integer_data_of_a_small_dtype(name, args):
+    f = getattr(SMALL_INTS, name)
+    with np.errstate(over="ignore"):
+        g = grad(f)(*args)
+    np.testing.assert_allclose(g, numeric_grad(f, list(args), 0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["module_weighted_twice", "module_added_twice"])
+def test_integer_module_data_of_a_small_dtype(name):
+    f = getattr(SMALL_INTS, name)
+    k = IMAGE.astype(float)
+    expected = k * k if name == "module_weighted_twice" else k * k + k + [1.0, 0.0, 1.0]
+    for x in (S3, 0.5):
+        np.testing.assert_allclose(grad(f)(x), np.sum(expected) if np.ndim(x) == 0
+                                   else expected, rtol=1e-12)
+        assert SMALL_INTS.MODULE_IMAGE.dtype == np.uint8  # the module's array is untouched
+
+
+# --- random straight-line programs aimed at the in-place lines (hypothesis) ----------------
+
+RANDOM_HEAD = """
+import numpy as np
+from symdiff import stop_gradient as sg
+
+W = np.array([[0.3, -0.5, 0.8], [0.1, 0.9, -0.4], [-0.7, 0.2, 0.5], [0.6, -0.1, 0.2]])
+IDX = np.array([0, 2, 2, 1, 0])
+
+def shift(u):
+    t = u - np.max(u)
+    return t * u
+"""
+
+
+# (template, operand shape or None for any, result shape or None for the operand's)
+STEPS = [
+    ("{a} - np.max({a})", None, None),
+    ("np.exp({a} - np.max({a}))", None, None),
+    ("{a} - sg(np.max({a}))", None, None),
+    ("sg({a}) * {a}", None, None),
+    ("np.positive({a})", None, None),
+    ("-{a}", None, None),
+    ("{a} * {a} + {a}", None, None),
+    ("np.tanh({a}) * 0.5", None, None),
+    ("np.where({a} > 0.05, {a}, {a} * 0.5)", None, None),
+    ("shift({a})", None, None),
+    ("{a} - np.mean({a})", None, None),
+    ("W @ {a}", (3,), (4,)),
+    ("{a}[:3] @ {a}[1:]", (4,), ()),
+    ("{a}[IDX]", (3,), (5,)),
+    ("{a}[1:] * {a}[:-1]", (3,), (2,)),
+    ("np.sum({a}, axis=0)", (4, 3), (3,)),
+    ("np.max({a}, axis=1)", (4, 3), (4,)),
+    ("{a} - np.max({a}, axis=0, keepdims=True)", (4, 3), None),
+    ("{a}.T @ {a}", (4, 3), (3, 3)),
+    ("{a} * {a}[:, :1]", (4, 3), None),
+]
+
+
+@st.composite
+def straight_programs(draw):
+    env = {"x": (3,), "X": (4, 3)}
+    lines = []
+    for k in range(draw(st.integers(2, 7))):
+        template, needs, gives = draw(st.sampled_from(STEPS))
+        fits = [n for n, s in env.items() if needs is None and s != () or s == needs]
+        if not fits:
+            continue
+        a = draw(st.sampled_from(fits))
+        shape = env[a] if gives is None else gives
+        if shape == (3,) and a != "x" and draw(st.booleans()):
+            template = "(" + template + ") + x"  # x read again: its adjoint is added to
+        lines.append(f"    v{k} = " + template.format(a=a))
+        env[f"v{k}"] = shape
+    used = list(env)[-3:]
+    terms = [f"np.sum({n} * {n})" for n in used] + ["np.sum(np.sin(x)) + np.max(X)"]
+    return "def f(x, X):\n" + "\n".join(lines) + "\n    return " + " + ".join(terms) + "\n"
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(straight_programs(), st.integers(0, 2 ** 16))
+def test_random_programs_through_in_place_lines(body, seed):
+    rng = np.random.default_rng(seed)
+    args = (rng.uniform(-1.0, 1.0, 3), rng.uniform(-1.0, 1.0, (4, 3)))
+    source = RANDOM_HEAD + body
+    module = load(source)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value = module.f(*args)
+        assume(np.isfinite(value) and abs(value) < 1e6)
+        expected = frozen_reference(source, args, (0, 1))
+    assume(all(np.all(np.isfinite(e)) for e in expected))
+    checked(module, "f", args, expected=expected, rtol=1e-4, atol=1e-5)

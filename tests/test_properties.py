@@ -1,4 +1,5 @@
-"""Property tests: symdiff's gradients of random elementwise programs match central differences.
+"""Property tests: symdiff's gradients of random programs (elementwise, over arrays, with control
+flow) match central differences.
 
 Hypothesis builds random expression source over ``x`` and ``y`` (arithmetic, unary minus,
 smooth NumPy calls, small integer powers, float constants), and random straight-line
@@ -17,13 +18,17 @@ compared with JAX where it is installed.
 
 from __future__ import annotations
 
+import random
+import warnings
+
 import numpy as np
 import pytest
-from gradcheck import load, numeric_grad
+from gradcheck import Frozen, both, frozen_reference, load, numeric_grad, outcome
+from gradcheck import contract_grads as run
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from symdiff import grad, value_and_grad
+from symdiff import SymdiffError, grad, value_and_grad
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -465,3 +470,344 @@ def test_random_array_control_flow_gradients(lines, points):
     assume(np.all(np.isfinite(fine)) and np.all(np.abs(fine) < HUGE))
     assume(np.allclose(fine, coarse, rtol=1e-4, atol=1e-5))  # not across a branch's edge
     np.testing.assert_allclose(g, fine, rtol=1e-4, atol=1e-5, err_msg=source)
+
+
+# --- random programs mixing arrays and control flow (hypothesis) ---------------------------
+
+PROGRAM_HEAD = """
+import numpy as np
+from symdiff import stop_gradient as sg
+
+M = np.array([[0.5, -0.3, 0.2], [0.1, 0.4, -0.6], [-0.2, 0.3, 0.7]])
+
+def h_early(u, t):
+    if np.sum(u) > t:
+        return np.sin(u) * t
+    v = u * u
+    return v + t
+
+def h_loop(u, n):
+    acc = 0.0
+    for k in range(n):
+        acc = acc + np.cos(u * k)
+    return acc * u
+
+def h_while(u):
+    w = u
+    k = 0
+    while True:
+        w = w * 1.3 + 0.1
+        k = k + 1
+        if k >= 3 or np.sum(w * w) > 10.0:
+            break
+    return w
+
+def h_rows(A, u):
+    s = 0.0
+    for r in A:
+        s = s + np.tanh(np.sum(r * u))
+    return s
+
+def h_flag(u):
+    found = 0.0
+    acc = u * 0.0
+    for j in range(3):
+        if np.sum(u) * (j + 1) > 0.8:
+            found = 1.0
+            acc = u * (j + 1)
+            break
+        acc = acc + np.sin(u)
+    if found > 0.5:
+        return acc * 2.0
+    return acc
+"""
+
+
+PROGRAM_UNARY = ("np.sin({})", "np.cos({})", "np.tanh({})", "np.exp(-({})**2)", "({0})*({0})",
+         "np.log(1.0 + ({})**2)", "np.arctan({})", "-({})", "sg({})", "h_while({})",
+         "h_flag({})", "h_loop({}, 2)")
+
+PROGRAM_BINARY = ("({} + {})", "({} - {})", "({} * {})", "({0} / (1.0 + ({1})**2))",
+          "h_early({}, np.sum({}))")
+
+
+class _Program:
+    """Source of a random function f(x, y, s): x, y arrays of shape (3,), s a number.
+
+    Every loop runs at least once (range(1..3), rows of M, do-while loops that break), so
+    no name is read unbound. Kinds: "vec" (shape (3,)), "num" (a number), "any" (either,
+    after branches that disagree).
+    """
+
+    def __init__(self, draw):
+        self.draw = draw
+        self.count = 0
+
+    def pick(self, options):
+        return self.draw(st.sampled_from(list(options)))
+
+    def const(self):
+        return repr(self.draw(st.integers(-15, 15)) / 10)
+
+    def expr(self, env, depth):
+        vecs = [n for n, k in env.items() if k == "vec"]
+        kind = self.pick(["leaf", "unary", "binary", "binary", "array"] if depth else ["leaf"])
+        if kind == "leaf":
+            name = self.pick([*env, "const"])
+            return (self.const(), "num") if name == "const" else (name, env[name])
+        if kind == "unary":
+            code, k = self.expr(env, depth - 1)
+            return self.pick(PROGRAM_UNARY).format(code), k
+        if kind == "binary" or not vecs:
+            (a, ka), (b, kb) = self.expr(env, depth - 1), self.expr(env, depth - 1)
+            joined = ka if ka == kb else "vec" if "vec" in (ka, kb) else "any"
+            return self.pick(PROGRAM_BINARY).format(a, b), joined
+        v = self.pick(vecs)
+        a, ka = self.expr(env, depth - 1)
+        index = self.pick([n for n in env if n.startswith("i")] + ["0", "-1", "2"])
+        return self.pick([
+            (f"np.sum({a})", "num"), (f"{v}[{index} % 3]", "num"), (f"(M @ {v})", "vec"),
+            (f"np.concatenate([{v}[1:], {v}[:1] * np.sum({a})])", "vec"),
+            (f"np.where({v} > {self.const()}, {v} * 2.0, {a} + {v})", "vec"),
+            (f"np.mean({v} ** 2)", "num"), (f"np.sum({v} * {v}[::-1])", "num"),
+            (f"h_rows(M, {v})", "num"), (f"(M @ {v}) @ {v}", "num"),
+            (f"np.stack([{v}, {v} * {a}]).sum(0)", "vec"),
+        ])
+
+    def cond(self, env):
+        code, kind = self.expr(env, 1)
+        return f"np.sum({code}) > {self.const()}"
+
+    def block(self, env, depth, pad):
+        lines = []
+        for _ in range(self.draw(st.integers(1, 3))):
+            what = self.pick(["assign", "assign", "assign", "if", "for", "rows", "while",
+                              "swap"] if depth else ["assign"])
+            names = [n for n in env if not n.startswith(("i", "r"))]
+            if what == "assign":
+                self.count += 1
+                target = self.pick([*names, f"v{self.count}"])
+                code, kind = self.expr(env, 2)
+                lines.append(f"{pad}{target} = {code}")
+                env[target] = kind if env.get(target, kind) == kind else "any"
+            elif what == "swap" and len(names) >= 2:
+                a, b = self.draw(st.permutations(names))[:2]
+                code, kind = self.expr(env, 1)
+                lines.append(f"{pad}{a}, {b} = {b}, {code}")
+                env[a], env[b] = env[b], kind
+            elif what == "if":
+                then, orelse = dict(env), dict(env)
+                lines.append(f"{pad}if {self.cond(env)}:")
+                lines += self.block(then, depth - 1, pad + "    ")
+                lines.append(f"{pad}else:")
+                lines += self.block(orelse, depth - 1, pad + "    ")
+                _merge(env, then, orelse)
+            elif what in ("for", "rows", "while"):
+                index = f"i{len(pad)}"
+                inner = dict(env)
+                inner[index] = "num"
+                if what == "rows":
+                    inner["r" + index] = "vec"
+                    head = self.pick([f"for r{index} in M:",
+                                      f"for {index}, r{index} in enumerate(x * M):"])
+                    if head.startswith("for r"):
+                        del inner[index]
+                elif what == "for":
+                    head = f"for {index} in range({self.draw(st.integers(1, 3))}):"
+                else:
+                    lines.append(f"{pad}{index} = 0")
+                    head = "while True:"
+                lines.append(pad + head)
+                lines += self.block(inner, depth - 1, pad + "    ")
+                if what == "while":
+                    lines.append(f"{pad}    {index} = {index} + 1")
+                    lines.append(f"{pad}    if {index} >= {self.draw(st.integers(1, 3))} "
+                                 f"or {self.cond(inner)}:")
+                    lines.append(f"{pad}        break")
+                elif self.draw(st.booleans()):
+                    lines.append(f"{pad}    if {self.cond(inner)}:")
+                    lines.append(f"{pad}        {self.pick(['break', 'continue'])}")
+                _merge(env, inner, env)
+        return lines
+
+
+def _merge(env, a, b):
+    for name in set(a) & set(b):
+        if not name.startswith(("i", "r")):
+            env[name] = a[name] if a[name] == b[name] else "any"
+
+
+@st.composite
+def mixed_programs(draw):
+    program = _Program(draw)
+    env = {"x": "vec", "y": "vec", "s": "num"}
+    lines = program.block(env, 2, "    ")
+    if draw(st.booleans()):
+        lines.append(f"    if {program.cond(env)}:")
+        lines.append(f"        return np.sum({program.expr(env, 2)[0]})")
+    names = [n for n in env if not n.startswith(("i", "r"))]
+    lines.append("    return " + " + ".join(f"np.sum({n})" for n in names[-3:]) +
+                 f" + np.sum({program.expr(env, 2)[0]})")
+    return "def f(x, y, s):\n" + "\n".join(lines) + "\n"
+
+
+def _reliable(source, args):
+    """Frozen-stop_gradient central differences, or None where two step sizes disagree
+    (a kink or a branch flips within the step) or anything fails."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fine = frozen_reference(source, args, (0, 1, 2), h=1e-6)
+            coarse = frozen_reference(source, args, (0, 1, 2), h=1e-5)
+        except (ArithmeticError, ValueError, IndexError, TypeError):
+            return None
+    for a, b in zip(fine, coarse, strict=True):
+        if not np.all(np.isfinite(a)) or not np.allclose(a, b, rtol=1e-4, atol=1e-6):
+            return None
+    return fine
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(mixed_programs(), st.integers(0, 2 ** 16))
+def test_random_programs_with_arrays_and_control_flow(body, seed):
+    rng = np.random.default_rng(seed)
+    args = (rng.uniform(-1.2, 1.2, 3), rng.uniform(-1.2, 1.2, 3), float(rng.uniform(-1.2, 1.2)))
+    source = PROGRAM_HEAD + body
+    f = load(source, "f")
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            value = f(*args)
+        except (ArithmeticError, ValueError, IndexError, TypeError, NameError):
+            assume(False)  # the generator's kinds were wrong: not a symdiff question
+        assume(np.ndim(value) == 0 and np.isfinite(value) and abs(value) < 1e6)
+        expected = _reliable(source, args)
+        assume(expected is not None)
+        grads = run(f, args, (0, 1, 2))
+        assert value_and_grad(f)(*args)[0] == pytest.approx(value, rel=1e-12, abs=1e-300)
+    for i, (g, e) in enumerate(zip(grads, expected, strict=True)):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5,
+                                   err_msg=f"gradient {i} of\n{body}")
+
+
+HEAD = """import math
+import numpy as np
+import adv4rand
+from symdiff import stop_gradient as sg
+W = np.linspace(0.2, 1.0, 4)
+
+def h1(p, q):
+    t = p * q
+    u = np.sum(t, axis=-1, keepdims=True)
+    return u / (1.0 + t * t) + p
+
+"""
+
+
+SHAPES = [(), (4,), (3, 1), (3, 4), (2, 1, 4), (1,), (1, 4), (2, 3, 1), (1, 1)]
+
+OPS = ["{a} + {b}", "{a} * {b}", "{a} - 2.0 * {b}", "np.sin({a}) * {b}",
+       "{a} / (1.5 + {b} * {b})", "np.tanh({a} * {b})", "{a} ** 2 * {b}", "{a} * W",
+       "{a} + adv4rand.A", "{a} * adv4rand.B", "{a} * sg({b})", "{a} * np.sum({b})",
+       "{a} / np.mean({b} * {b})", "h1({a}, {b})", "np.sum({a}, axis=-1, keepdims=True) * {b}",
+       "np.mean({a}, axis=0)", "np.sum({a}, axis=0, keepdims=True) / (1.0 + {b} ** 2)",
+       "{a} * sg(np.max({b}))", "np.clip({a}, -0.8, None) * {b}", "{a} / {b} ** 2",
+       "math.exp(float(np.mean({a}))) * {b}"]
+
+FINALS = ["np.sum({v})", "np.mean({v})", "np.sum({v} * {o})", "np.mean({v}) * np.sum({o})",
+          "math.tanh(float(np.mean({v})))", "np.mean({v} / (1.0 + {o} ** 2))"]
+
+
+def _program(rnd: random.Random):
+    n = rnd.randint(1, 3)
+    rng = np.random.default_rng(rnd.randrange(10**6))
+    args = []
+    for _ in range(n):
+        shape = rnd.choice(SHAPES)
+        args.append(rng.uniform(0.5, 1.5, shape) if shape or rnd.random() < 0.5
+                    else float(rng.uniform(0.5, 1.5)))
+    names, body = [f"p{i}" for i in range(n)], []
+    for k in range(rnd.randint(1, 5)):
+        v = f"v{k}"
+
+        def op(pool):
+            return rnd.choice(OPS).format(a=rnd.choice(pool), b=rnd.choice(pool))
+
+        kind = rnd.random()
+        if kind < 0.65:
+            body.append(f"    {v} = {op(names)}")
+        elif kind < 0.85:
+            body += [f"    if np.sum({rnd.choice(names)}) > {rnd.choice([1.0, 3.0, 6.0])}:",
+                     f"        {v} = {op(names)}", "    else:", f"        {v} = {op(names)}"]
+        else:
+            body += [f"    {v} = {rnd.choice(names)}", f"    for i in range({rnd.randint(1, 3)}):",
+                     f"        {v} = {op(names + [v])} * 0.5 + {v} * 0.5"]
+        names.append(v)
+    final = rnd.choice(FINALS).format(v=names[-1], o=rnd.choice(names))
+    source = (HEAD + f"def f({', '.join(f'p{i}' for i in range(n))}):\n" + "\n".join(body)
+              + f"\n    return {final}\n")
+    wrt = tuple(sorted(rnd.sample(range(n), rnd.randint(1, n))))
+    return source, tuple(args), wrt
+
+
+def _frozen_reference(source, args, wrt):
+    module = load(source.replace("from symdiff import stop_gradient as sg", ""))
+    frozen = Frozen()
+    module.sg = frozen
+    module.f(*args)
+    frozen.replay = True
+
+    def replayed(*a):
+        frozen.k = 0
+        return module.f(*a)
+
+    return [numeric_grad(replayed, list(args), i) for i in wrt]
+
+
+def _usable(f, args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            value = f(*args)
+            return np.ndim(value) == 0 and bool(np.isfinite(value))
+        except Exception:  # noqa: BLE001 - a program the generator made that does not run
+            return False
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**9))
+def test_random_programs_against_central_differences(seed):
+    source, args, wrt = _program(random.Random(seed))
+    f = load(source, "f")
+    if not _usable(f, args):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = outcome(lambda: both(f, args, wrt))
+        assert not isinstance(got, Exception), (source, got)
+        want = _frozen_reference(source, args, wrt)
+    for i, g, w in zip(wrt, got, want, strict=True):
+        assert np.shape(g) == np.shape(args[i])
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6, err_msg=source)
+
+
+BAD_SHAPES = [(2,), (5,), (3, 2), (0,), (0, 4)]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**9))
+def test_random_programs_refuse_what_the_function_refuses(seed):
+    rnd = random.Random(seed)
+    source, args, wrt = _program(rnd)
+    f = load(source, "f")
+    args = list(args)
+    args[rnd.randrange(len(args))] = np.full(rnd.choice(BAD_SHAPES), 0.7)
+    error = outcome(lambda: f(*args))
+    if not isinstance(error, Exception) or "axis" in str(error):
+        return  # (a mismatch of axes: see the _reduced_shape tests above)
+    for make in (grad, value_and_grad):
+        got = outcome(lambda m=make: m(f, wrt=wrt)(*args))
+        assert isinstance(got, (type(error), SymdiffError)), (source, error, got)

@@ -1,4 +1,5 @@
-"""Every row of the derivative table, every spelling: gradients against central differences.
+"""Every row of the derivative table, every spelling: gradients against central differences;
+kinks and ties, huge and tiny magnitudes, and singular derivatives on Python floats.
 
 The parametrization is generated from ``symdiff.rules.ELEMENTWISE``, so a new row (or a new
 spelling of an old one) is tested without touching this file. Each spelling is called from
@@ -19,7 +20,7 @@ import math
 
 import numpy as np
 import pytest
-from gradcheck import check_grad, load, numeric_grad
+from gradcheck import agrees, check_grad, equals, load, numeric_grad
 
 from symdiff import SymdiffError, grad, rules, value_and_grad
 from symdiff.rules import ELEMENTWISE, NO_GRADIENT, lookup, resolve_name
@@ -100,6 +101,238 @@ def check_types(grads, args):
             assert g.dtype == np.float64
         else:
             assert type(g) is float, type(g)
+
+
+# --- non-smooth points: ties, bounds, zero ------------------------------------------------
+
+KINKS = load("""
+import numpy as np
+
+def where_scalar_branches(v):
+    return np.sum(np.where(v > 0, 2.0, v) + np.where(v > 1, v * v, 1.0))
+
+def max_min_ties(v):
+    return np.max(v) + np.min(v)
+
+def maximum_minimum_ties(v):
+    return np.sum(np.maximum(v, 3.0)) + np.sum(np.minimum(v, v[::-1]))
+
+def clip_at_bounds(v):
+    return np.sum(np.clip(v, -2.0, 3.0)) + np.sum(np.clip(v, None, 0.0) ** 2)
+
+def abs_at_zero(v):
+    return np.sum(np.abs(v)) + abs(v[5])
+
+def builtin_max_min(v):
+    return max(v[1], v[2]) + min(v[0], 1.0)
+
+def max_axis_ties(v):
+    return np.sum(np.max(np.reshape(v, (2, 3)), axis=0))
+
+def fmax_nan(v):
+    return np.sum(np.fmax(v, 2.0)) + np.sum(np.fmin(v, -2.0))
+
+def sqrt_by_power(x):
+    return x ** 0.5
+
+def sqrt_by_function(x):
+    return np.sqrt(x)
+""")
+
+
+TIES = np.array([1.0, 3.0, 3.0, -2.0, 3.0, 0.0])
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("where_scalar_branches", np.where(TIES > 0, 0.0, 1.0) + np.where(TIES > 1, 2 * TIES, 0.0)),
+    ("max_min_ties", np.array([0, 1, 1, 3, 1, 0]) / 3),
+    # as JAX: [0, 1.5, 0.5, 2, 1.5, 2]
+    ("maximum_minimum_ties", np.array([0.0, 1.5, 0.5, 2.0, 1.5, 2.0])),
+    ("clip_at_bounds", np.array([1, 0.5, 0.5, 0.5, 0.5, 1]) + np.array([0, 0, 0, -4, 0, 0.0])),
+    ("abs_at_zero", np.sign(TIES)),
+    ("builtin_max_min", np.array([0.5, 0.5, 0.5, 0.0, 0.0, 0.0])),
+    ("max_axis_ties", np.array([1.0, 0.5, 1.0, 0.0, 0.5, 0.0])),
+])
+def test_ties_and_kinks(name, expected):
+    equals(getattr(KINKS, name), (TIES,), (expected,))
+
+
+def test_fmax_fmin_with_nan():
+    v = np.array([1.0, np.nan, 3.0, -3.0])
+    equals(KINKS.fmax_nan, (v,), (np.array([0.0, 0.0, 1.0, 1.0]),))
+
+
+def test_sqrt_at_zero_by_function():
+    with np.errstate(divide="ignore"):
+        assert math.isinf(grad(KINKS.sqrt_by_function)(0.0))
+
+
+def test_power_at_zero_python_float():
+    with np.errstate(divide="ignore"):
+        assert math.isinf(grad(KINKS.sqrt_by_power)(0.0))
+
+
+# --- elementwise oddities ---------------------------------------------------------------
+
+ELEMENTWISE = load("""
+import math
+import numpy as np
+
+def or_value(x):
+    y = x or 1.0
+    return y * y
+
+def and_value(x, y):
+    z = x and y
+    return z * z
+
+def rounds(x):
+    return np.round(x, 1) * x + np.round(x) * x
+
+def builtin_rounds(x):
+    return round(x, 2) * x + round(x) * x
+
+def rounds_apart(x):
+    a = np.round(x, 1) * x
+    return a + np.round(x) * x
+
+def odd_arithmetic(x):
+    return (+x * -x ** 2 + 2 ** x + x ** x + x ** -1 + x % 1.0 + x // 1 * x + (x % 0.3) ** 2
+            + 5.0 % x + (5.0 // x) * x + float(x) * x + int(x) * x)
+
+def math_calls(x):
+    return (math.log(x, 2) + math.log(x) + math.pow(x, 2.5) + pow(x, 3) + math.erf(x)
+            * math.erfc(x) + np.exp2(x) + np.logaddexp2(x, 1.0) + np.logaddexp(x, x)
+            + np.deg2rad(x) * np.rad2deg(x) + math.radians(x) + np.cbrt(-x) * x)
+""")
+
+
+@pytest.mark.parametrize("name, arg", [
+    ("rounds_apart", 1.26), ("odd_arithmetic", 1.3), ("math_calls", 1.3),
+])
+def test_elementwise(name, arg):
+    agrees(getattr(ELEMENTWISE, name), (arg,))
+
+
+@pytest.mark.parametrize("name, args, wrt", [("or_value", (1.7,), (0,)),
+                                             ("and_value", (1.7, 0.6), (1,))])
+def test_boolean_operators_as_values(name, args, wrt):
+    # x or 1.0 is x or 1.0 depending on x's truth: refused, with a located error.
+    with pytest.raises(SymdiffError, match="and/or of numbers returns one of them"):
+        grad(getattr(ELEMENTWISE, name), wrt=wrt)(*args)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("rounds", np.round(1.26, 1) + np.round(1.26)),
+    ("builtin_rounds", round(1.26, 2) + round(1.26)),
+])
+def test_rounding_with_different_decimals(name, expected):
+    equals(getattr(ELEMENTWISE, name), (1.26,), (expected,))
+
+
+# --- huge and tiny magnitudes ------------------------------------------------------------
+
+MAGNITUDES = load("""
+import math
+import numpy as np
+
+def hypot(x, y):
+    return np.hypot(x, y)
+
+def log_sum(x):
+    return np.sum(np.log(x))
+
+def softplus(x):
+    return np.sum(np.logaddexp(0.0, x))
+
+def scaled_loop(x):
+    s = 0.0
+    for v in x:
+        s = s + v * v * 1e-300
+    return s
+
+def arctan(x):
+    return np.arctan(x)
+
+def reciprocal(x):
+    return 1.0 / x
+
+def math_erf(x):
+    return math.erf(x)
+
+def arcsinh(x):
+    return np.arcsinh(x)
+""")
+
+
+def test_finite_functions_at_huge_and_tiny_magnitudes():
+    assert grad(MAGNITUDES.hypot, wrt=(0, 1))(1e300, 1e300) == pytest.approx(
+        (2 ** -0.5, 2 ** -0.5))
+    assert grad(MAGNITUDES.hypot, wrt=(0, 1))(1e-300, 2e-300) == pytest.approx(
+        (5 ** -0.5, 2 * 5 ** -0.5))
+    x = np.array([1e-300, 1e300])
+    np.testing.assert_allclose(grad(MAGNITUDES.log_sum)(x), 1 / x)
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose(grad(MAGNITUDES.softplus)(np.array([-800.0, 800.0])),
+                                   [0.0, 1.0])
+    x = np.array([1e150, -2e150])
+    np.testing.assert_allclose(grad(MAGNITUDES.scaled_loop)(x), 2e-300 * x)
+    # NumPy scalars and arrays: x**2 overflows to inf, and the derivative to 0.
+    with np.errstate(over="ignore"):
+        assert grad(MAGNITUDES.arctan)(np.float64(1e200)) == 0.0
+        assert grad(MAGNITUDES.arctan)(np.array(1e200)) == 0.0
+
+
+@pytest.mark.parametrize("name, x", [("arctan", 1e200), ("reciprocal", 1e160),
+                                     ("math_erf", 1e160), ("arcsinh", -1e200)])
+def test_python_float_derivatives_that_overflow(name, x):
+    with np.errstate(over="ignore", under="ignore"):
+        g = grad(getattr(MAGNITUDES, name))(x)
+    # The true derivative is at most 1e-160 in magnitude (0.0 in float64 for some).
+    assert type(g) is float and math.isfinite(g) and abs(g) <= 1e-150
+
+
+# --- the retry on NumPy scalars after ZeroDivisionError ------------------------------
+
+RETRY = load("""
+import numpy as np
+
+def root_then_loop(x, n):
+    s = x ** 0.5
+    for i in range(n):
+        s = s * 2.0
+    return s
+
+def root_times_item(x, v, n):
+    return x ** 0.5 * v[n]
+
+def reciprocal(x):
+    return 1.0 / x
+
+def modulo(x, y):
+    return x % y + x
+""")
+
+
+def test_singular_derivative_on_python_floats_is_infinite():
+    with np.errstate(divide="ignore"):
+        assert math.isinf(grad(RETRY.root_times_item)(0.0, np.array([1.0, 2.0]), np.int64(1)))
+
+
+@pytest.mark.parametrize("name, args", [("root_then_loop", (0.0, 2)),
+                                        ("root_times_item", (0.0, np.array([1.0, 2.0]), 1))])
+def test_retry_on_numpy_scalars_keeps_integer_arguments(name, args):
+    with np.errstate(divide="ignore"):
+        assert math.isinf(grad(getattr(RETRY, name))(*args))
+
+
+@pytest.mark.parametrize("name, args", [("reciprocal", (0.0,)), ("modulo", (1.0, 0.0))])
+def test_function_that_raises_zero_division(name, args):
+    f = getattr(RETRY, name)
+    with pytest.raises(ZeroDivisionError):
+        f(*args)
+    with np.errstate(all="ignore"), pytest.raises(ZeroDivisionError):
+        value_and_grad(f)(*args)
 
 
 def test_table_is_consistent():

@@ -1,12 +1,16 @@
-"""What shapes.py claims about shapes, and the gradients that rely on those claims.
+"""What shapes.py claims about shapes, and the gradients that rely on those claims (broadcasting,
+sums folded or pulled out of _unbroadcast, reductions' shapes).
 
 A wrong claim would be a silent wrong gradient (an adjoint not summed down) or a skipped
 scalar check, so each unreadable construct is tested to fall back to "its own shape".
 """
 
+import warnings
+
 import numpy as np
 import pytest
-from gradcheck import check_grad, fresh_module, load
+from gradcheck import agrees, check_grad, equals, fresh_module, load, outcome
+from gradcheck import contract_grads as run
 
 from symdiff import SymdiffError, grad, value_and_grad
 from symdiff.lower import lower
@@ -306,3 +310,558 @@ def attention(Q, K, V):
     rng = np.random.default_rng(8)
     check_grad(m.attention, tuple(rng.standard_normal((4, 3)) for _ in range(3)),
                wrt=(0, 1, 2))
+
+
+RNG = np.random.default_rng(20240601)
+V4 = np.array([0.5, -1.2, 2.0, 0.8])
+M34 = RNG.standard_normal((3, 4))
+
+
+# --- broadcasting and dtypes ------------------------------------------------------------
+
+BROADCAST = load("""
+import numpy as np
+
+def two(a, b):
+    return np.sum(np.sin(a * b) + a / (b + 3.0) + np.hypot(a, b) + np.maximum(a, b) ** 2)
+
+def three(a, b, c):
+    return np.sum(a * b * c + np.where(a > 0.1, a * b, c))
+""")
+
+
+SHAPES = [(), (1,), (3,), (1, 3), (2, 1), (2, 3), (2, 1, 3)]
+
+
+def _value(shape, seed):
+    rng = np.random.default_rng(seed)
+    return float(rng.uniform(-1, 1)) if shape == () else rng.uniform(-1, 1, shape)
+
+
+@pytest.mark.parametrize("sa, sb", [(a, b) for a in SHAPES for b in SHAPES if a <= b])
+def test_broadcasting_pairs(sa, sb):
+    agrees(BROADCAST.two, (_value(sa, 1), _value(sb, 2)), (0, 1))
+
+
+@pytest.mark.parametrize("args", [
+    (RNG.standard_normal((3, 1)), RNG.standard_normal((1, 4)), np.array(0.7)),
+    (RNG.standard_normal((3, 1)), V4, 2.0),
+    (np.array(0.3), M34, np.array([[0.5]])),
+])
+def test_broadcasting_three_ways(args):
+    agrees(BROADCAST.three, args, (0, 1, 2))
+
+
+V3 = np.array([0.5, -1.0, 2.0])
+FOLD_RNG = np.random.default_rng(20240607)
+X43 = FOLD_RNG.standard_normal((4, 3))
+X34 = FOLD_RNG.standard_normal((3, 4))
+FOLD_A33 = FOLD_RNG.standard_normal((3, 3)) * 0.5
+
+
+# --- a sum of a linear function of an array operation's result ------------------------
+
+FOLDED = load("""
+import numpy as np
+
+def broadcast(x):
+    return np.sum(np.broadcast_to(x, (2, 3)) * 2.0)
+
+def matmul(A, v):
+    return np.sum((A @ v) * 3.0)
+
+def reshape(x):
+    return np.sum(x.reshape(-1) * 2.0)
+
+def concatenate(x):
+    return np.sum(np.concatenate([x, x]) * 3.0)
+
+def stack(x):
+    return np.sum(-np.stack([x, x]))
+
+def tile(x):
+    return np.sum(np.tile(x, 2) / 2.0)
+
+def max_rows(X):
+    return np.sum(np.max(X, axis=0) * 2.0)
+
+def transpose(X):
+    return np.sum(np.transpose(X, (1, 0)) * 2.0)
+
+def in_a_loop(X):
+    s = 0.0
+    for r in X:
+        s = s + np.sum(r.reshape(-1) * 2.0)
+    return s
+
+def linear_with_sine(x):
+    return np.sum(np.concatenate([x, x]) * 3.0 + np.sin(x[0]))
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("broadcast", (V3,), (0,)),
+    ("matmul", (FOLD_A33, V3), (0, 1)),
+    ("reshape", (V3,), (0,)),
+    ("concatenate", (V3,), (0,)),
+    ("stack", (V3,), (0,)),
+    ("tile", (V3,), (0,)),
+    ("max_rows", (X34,), (0,)),
+    ("transpose", (X34,), (0,)),
+])
+def test_sum_of_a_linear_function_of_an_array_operation(name, args, wrt):
+    agrees(getattr(FOLDED, name), args, wrt)
+
+
+@pytest.mark.parametrize("name", ["linear_with_sine", "in_a_loop"])
+def test_sum_of_an_array_operation_not_folded(name):
+    # A sum that is not the result, or a summand that is not linear, keeps its adjoint.
+    agrees(getattr(FOLDED, name), (X34 if name == "in_a_loop" else V3,))
+
+
+FOLDED_BROADCAST = load("""
+import numpy as np
+
+def shifted(x, s):
+    y = x + s
+    return np.sum(2.0 * y)
+
+def negative_log_softmax_sum(z):
+    lse = np.log(np.sum(np.exp(z)))
+    logp = z - lse
+    return np.sum(-logp)
+
+def linear_model_with_bias(w, b, x):
+    pred = w * x + b
+    return np.sum(0.5 * pred)
+
+def shifted_sum(x, s):
+    y = x + s
+    return np.sum(y)
+""")
+
+
+@pytest.mark.parametrize("name, args, wrt", [
+    ("shifted", (V3, 1.5), (0, 1)),
+    ("negative_log_softmax_sum", (V3,), (0,)),
+    ("linear_model_with_bias", (0.7, 0.2, V3), (0, 1, 2)),
+])
+def test_sum_of_a_linear_function_of_a_broadcast_value(name, args, wrt):
+    agrees(getattr(FOLDED_BROADCAST, name), args, wrt)
+
+
+def test_sum_of_a_broadcast_value():
+    agrees(FOLDED_BROADCAST.shifted_sum, (V3, 1.5), (0, 1))
+
+
+CLAIM_RNG = np.random.default_rng(20241130)
+A33 = np.arange(9.0).reshape(3, 3) / 4
+X6 = np.arange(1.0, 7.0).reshape(2, 3)
+
+
+def uniform(shape, low=0.5, high=1.5, rng=CLAIM_RNG):
+    return rng.uniform(low, high, shape) if shape != "float" else float(rng.uniform(low, high))
+
+
+# --- shapes.py: a claim about a value's shape that is not true ----------------------------
+
+SG = load("""
+import math
+import numpy as np
+from numpy import matmul
+from symdiff import stop_gradient
+
+def matmul_sum(x, A):
+    s = stop_gradient(np.matmul(A, x))
+    return np.sum(x + s)
+
+def imported_matmul_sum(x, A):
+    s = stop_gradient(matmul(A, x))
+    return np.sum(x + s)
+
+def vecdot_sum(x, A):
+    s = stop_gradient(np.vecdot(A, x))
+    return np.sum(x + s)
+
+def matmul_operator_sum(x, A):
+    s = stop_gradient(A @ x)
+    return np.sum(x + s)
+
+def prod_rows(x, X):
+    s = stop_gradient(math.prod(X))
+    return np.sum(x + s)
+
+def prod_rows_value(x, X):
+    return np.sum(x) * stop_gradient(math.prod(X))
+
+def modf_pair(x):
+    y = x * stop_gradient(np.modf(x))
+    return np.sum(y * y)
+
+def elementwise_sg(x, w):
+    s = stop_gradient(np.clip(w, 0.2, None) * x)
+    return np.sum(x + s) + np.mean(s * w)
+""")
+
+
+@pytest.mark.parametrize("name", ["matmul_sum", "imported_matmul_sum", "vecdot_sum"])
+def test_a_gufunc_under_stop_gradient_is_not_a_broadcast(name):
+    f = getattr(SG, name)
+    x = np.array([0.5, -1.0, 2.0])
+    assert f(x, A33) == pytest.approx(np.sum(x + A33 @ x))
+    np.testing.assert_allclose(grad(f)(x, A33), np.ones(3))
+
+
+def test_the_matmul_operator_under_stop_gradient_is_its_own_shape():
+    x = np.array([0.5, -1.0, 2.0])
+    equals(SG.matmul_operator_sum, (x, A33), [np.ones(3)])
+
+
+def test_math_prod_of_rows_is_not_a_scalar():
+    assert SG.prod_rows(2.0, X6) == pytest.approx(3 * 2.0 + np.sum(X6[0] * X6[1]))
+    assert grad(SG.prod_rows)(2.0, X6) == pytest.approx(3.0)
+
+
+def test_math_prod_of_rows_value_and_grad_sums_over_the_rows():
+    value, (g,) = value_and_grad(SG.prod_rows, wrt=(0,))(2.0, X6)
+    assert value == SG.prod_rows(2.0, X6) and g == pytest.approx(3.0)
+
+
+def test_math_prod_of_rows_leaves_an_array_output_that_must_be_refused():
+    assert np.shape(SG.prod_rows_value(np.ones(2), X6)) == (3,)
+    with pytest.raises(SymdiffError, match="scalar"):
+        grad(SG.prod_rows_value)(np.ones(2), X6)
+
+
+def test_a_ufunc_with_two_outputs_is_not_a_broadcast():
+    x = np.array([0.5, 1.5, 2.25])
+    frac, whole = np.modf(x)
+    np.testing.assert_allclose(grad(SG.modf_pair)(x), 2 * x * (frac ** 2 + whole ** 2))
+
+
+def test_a_broadcasting_expression_under_stop_gradient_is_the_broadcast():
+    x, w = np.array([[0.5], [-1.0]]), np.array([0.1, 0.7, 1.3])
+    s = np.clip(w, 0.2, None) * x  # stopped: d/dw of np.mean(s * w) is s's mean per column
+    equals(SG.elementwise_sg, (x, w), [np.full((2, 1), 3.0), np.sum(s, axis=0) / s.size],
+           wrt=(0, 1))
+
+
+# --- runtime._reduced_shape: the shape of a reduction must follow NumPy's own rules --------
+
+RED = load("""
+import numpy as np
+
+def sum_of_sum(x):
+    return np.sum(np.sum(x, axis=0))
+
+def sum_of_sum_last(x):
+    return np.sum(np.sum(x, axis=-1, keepdims=True) * 3.0)
+
+def mean_of_mean(x):
+    return np.mean(np.mean(x, axis=1))
+
+def prod_then_sum(x):
+    return np.sum(np.prod(x, axis=0) * 0.0 + x)
+
+def kept(x, w):
+    z = np.sum(x * w, axis=(0, 2), keepdims=True)
+    return np.sum(z * z) + np.mean(np.sum(x, axis=-2))
+""")
+
+
+@pytest.mark.parametrize("x", [2.0, np.array(2.0)])
+@pytest.mark.parametrize("name", ["sum_of_sum", "sum_of_sum_last"])
+def test_a_reduction_over_axis_0_of_a_scalar_is_the_scalar(name, x):
+    f = getattr(RED, name)
+    assert np.shape(f(x)) == ()
+    expected = 1.0 if name == "sum_of_sum" else 3.0
+    (g,) = grad(f, wrt=(0,))(x)
+    assert g == expected
+
+
+@pytest.mark.parametrize("name", ["sum_of_sum", "sum_of_sum_last"])
+def test_value_and_grad_of_a_reduction_over_axis_0_of_a_scalar(name):
+    value, (g,) = value_and_grad(getattr(RED, name), wrt=(0,))(2.0)
+    assert g == (1.0 if name == "sum_of_sum" else 3.0)
+
+
+def test_an_axis_out_of_bounds_raises_numpys_axis_error():
+    assert isinstance(outcome(lambda: RED.mean_of_mean(np.ones(3))), np.exceptions.AxisError)
+    assert isinstance(outcome(lambda: value_and_grad(RED.mean_of_mean)(np.ones(3))),
+                      np.exceptions.AxisError)
+    with pytest.raises(np.exceptions.AxisError):
+        grad(RED.mean_of_mean)(np.ones(3))
+
+
+def test_a_mean_over_an_axis_a_scalar_does_not_have_is_refused():
+    for call in (grad(RED.mean_of_mean), value_and_grad(RED.mean_of_mean)):
+        assert isinstance(outcome(lambda c=call: c(2.0)), ValueError)
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)),
+                                        ((1, 3, 1), (2, 3, 4)), ((2, 3, 1), ())])
+def test_reductions_with_keepdims_and_axis_tuples(xs, ws):
+    rng = np.random.default_rng(11)
+    agrees(RED.kept, (rng.standard_normal(xs), uniform(ws if ws else "float", rng=rng)),
+           wrt=(0, 1))
+
+
+def test_a_product_whose_value_is_multiplied_by_zero():
+    x = np.array([[0.5, 2.0], [0.0, -1.0]])
+    equals(RED.prod_then_sum, (x,), [np.ones((2, 2))])
+
+
+# --- np.mean's folded seed: 1.0 / _size(...) -----------------------------------------------
+
+MEAN = load("""
+import numpy as np
+W = np.arange(1.0, 4.0)
+
+def mean_twice(x):
+    return np.mean(x * 2.0)
+
+def mean_plain(x):
+    return np.mean(x)
+
+def mean_of_product(x, w):
+    return np.mean(x * w)
+
+def mean_with_module_array(x):
+    return np.mean(np.sin(x) * W)
+""")
+
+
+@pytest.mark.parametrize("x", [np.zeros(0), np.zeros((0, 3))])
+def test_the_mean_of_an_empty_array_has_an_empty_gradient(x):
+    assert np.isnan(outcome(lambda: MEAN.mean_twice(x)))
+    g = outcome(lambda: grad(MEAN.mean_twice)(x))
+    assert isinstance(g, np.ndarray) and g.shape == x.shape
+
+
+@pytest.mark.parametrize("x", [np.zeros(0), np.zeros((0, 3))])
+def test_the_mean_of_an_empty_array_unfolded(x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = grad(MEAN.mean_plain)(x)
+    assert g.shape == x.shape
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((3, 1), (1, 4)), ((), (4,)), ((2, 1, 3), (3,)),
+                                        ((4,), ()), ((1,), (2, 3)), ((), ())])
+def test_the_mean_seed_is_one_over_the_broadcast_size(xs, ws):
+    rng = np.random.default_rng(12)
+    x, w = uniform(xs or "float", rng=rng), uniform(ws or "float", rng=rng)
+    full = np.broadcast_shapes(np.shape(x), np.shape(w))
+    n = int(np.prod(full))
+    dx = _sum_to(np.broadcast_to(w, full) / n, np.shape(x))
+    dw = _sum_to(np.broadcast_to(x, full) / n, np.shape(w))
+    equals(MEAN.mean_of_product, (x, w), [dx, dw], wrt=(0, 1))
+
+
+def _sum_to(g, shape):
+    """g summed down to ``shape`` (a reference independent of runtime._unbroadcast)."""
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for i, n in enumerate(shape):
+        if n == 1 and g.shape[i] != 1:
+            g = g.sum(axis=i, keepdims=True)
+    return g
+
+
+@pytest.mark.parametrize("x", [0.7, np.array(0.7), np.array([0.7]), np.array([0.1, 0.2, 0.3]),
+                               np.array([[0.1], [0.2]])])
+def test_the_mean_seed_with_a_module_array(x):
+    full = np.broadcast_shapes(np.shape(x), (3,))
+    n = int(np.prod(full))
+    g = np.cos(np.broadcast_to(x, full)) * np.broadcast_to(np.arange(1.0, 4.0), full) / n
+    expected = float(np.sum(g)) if np.ndim(x) == 0 else _sum_to(g, np.shape(x))
+    equals(MEAN.mean_with_module_array, (x,), [expected])
+
+
+# --- shape sources meet module data, math, builtins and stop_gradient -----------------------
+
+fresh_module("import numpy as np\nA = np.array([[1.0], [2.0], [3.0]])\nS = 0.5\n", "adv4cfg")
+
+
+MIX = load("""
+import math
+import numpy as np
+import adv4cfg
+from adv4cfg import S
+from symdiff import stop_gradient
+
+B = np.array([0.5, -0.25, 1.0, 2.0])
+
+def attribute_mean(x):
+    y = x * adv4cfg.A
+    return np.mean(y) + np.sum(y * x) * S
+
+def module_arrays(x, w):
+    y = x * B + w
+    z = np.sum(y, axis=-1, keepdims=True)
+    return np.mean(z * adv4cfg.A) + np.sum(y * B)
+
+def math_scalars(x, w):
+    m = math.exp(float(np.mean(x)) * 0.5)
+    y = x * m + w / (1.0 + m)
+    return math.tanh(float(np.sum(y * y)) * 0.1)
+
+def builtins_mix(x, w):
+    y = abs(x - 0.3) * w
+    z = max(float(np.sum(y)), 0.5) + min(float(np.mean(x)), 2.0)
+    return z * round(2.4) + np.sum(y * x)
+
+def where_clip(x, w):
+    a = np.clip(x, None, 0.9) * w
+    b = np.where(x > 0.6, a, w * 0.5)
+    c = np.clip(w, 0.1, None) * x
+    return np.sum(a * b) + np.mean(c)
+
+def stopped_scale(x, w):
+    s = stop_gradient(np.sum(x * w, axis=0))
+    y = x * w / s
+    return np.sum(y * y) + np.mean(s)
+""")
+
+
+@pytest.mark.parametrize("x", [0.8, np.array([0.8]), np.array([0.5, 0.9, 1.2]),
+                               np.array([[0.5], [0.9], [1.2]]), np.array(0.4)])
+def test_a_module_attribute_operand(x):
+    agrees(MIX.attribute_mean, (x,))
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((3, 1), (1, 4)), ((), (4,)), ((2, 1, 4), (4,)),
+                                        ((4,), ()), ((1,), (3, 1))])
+def test_module_arrays_and_attributes_broadcast_against_parameters(xs, ws):
+    rng = np.random.default_rng(13)
+    agrees(MIX.module_arrays, (uniform(xs or "float", rng=rng), uniform(ws or "float", rng=rng)),
+           wrt=(0, 1))
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((3, 1), (1, 4)), ((), (4,)), ((2, 1, 3), (3,)),
+                                        ((), ()), ((3,), (2, 1))])
+def test_math_and_float_of_reductions(xs, ws):
+    rng = np.random.default_rng(14)
+    agrees(MIX.math_scalars, (uniform(xs or "float", rng=rng), uniform(ws or "float", rng=rng)),
+           wrt=(0, 1))
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((3, 1), (1, 4)), ((), (4,)), ((2, 1, 3), (3,))])
+def test_python_builtins_in_broadcasting_expressions(xs, ws):
+    rng = np.random.default_rng(15)
+    agrees(MIX.builtins_mix, (uniform(xs or "float", rng=rng), uniform(ws or "float", rng=rng)),
+           wrt=(0, 1))
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((3, 1), (1, 4)), ((), (4,)), ((2, 1, 3), (3,)),
+                                        ((4,), (4,))])
+def test_where_and_clip_with_none(xs, ws):
+    rng = np.random.default_rng(16)
+    x, w = uniform(xs or "float", 0.0, 1.2, rng), uniform(ws or "float", rng=rng)
+    assert np.all(np.abs(np.asarray(x) - 0.6) > 1e-3) and np.all(np.abs(np.asarray(x) - 0.9) > 1e-3)
+    agrees(MIX.where_clip, (x, w), wrt=(0, 1))
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((3, 4), (4,)), ((3, 1), (1, 4)), ((2, 3), (2, 1))])
+def test_stop_gradient_of_a_reduction_is_a_constant_of_its_shape(xs, ws):
+    rng = np.random.default_rng(17)
+    x, w = uniform(xs, rng=rng), uniform(ws, rng=rng)
+    s = np.sum(x * w, axis=0)
+    full = np.broadcast_shapes(x.shape, w.shape)
+    dy = 2 * x * w / s / s  # d(sum((xw/s)^2)) / d(xw), s held
+    dx = _sum_to(np.broadcast_to(dy * w, full), x.shape)
+    dw = _sum_to(np.broadcast_to(dy * x, full), w.shape)
+    equals(MIX.stopped_scale, (x, w), [dx, dw], wrt=(0, 1))
+
+
+# --- deferred sums, factors pulled out of _unbroadcast, quotients by value -----------------
+
+DEF = load("""
+import numpy as np
+
+def many_contributions(x, w, s):
+    a = x * w
+    b = a * x + np.sin(x) * s
+    c = b * w - x / s
+    d = c * x + a * s
+    return np.sum(d * d) + np.mean(a * c)
+
+def quotients(x, s):
+    P = x / s
+    Q = P / s ** 2
+    R = 3.0 * s / (x * x + 1.0)
+    return np.sum(P * Q) + np.sum(R / s)
+
+def pulled(x, s, w):
+    y = x * s * w / s ** 3 + s * np.exp(s) * x * w
+    return np.sum(np.tanh(y) * w * s)
+
+def reused_in_branch(x, w):
+    y = x * w
+    s = np.sum(y, axis=0)
+    t = np.mean(s)
+    if t > 0:
+        t = t + np.sum(y * y)
+    return t
+
+def reused_in_loop(x, w):
+    y = np.exp(x) * w
+    z = np.sum(y, axis=-1, keepdims=True)
+    acc = 0.0
+    for i in range(3):
+        acc = acc + np.sum(z * x) * i + np.mean(y)
+    return acc
+""")
+
+
+SHAPE_TRIPLES = [((3, 1), (1, 4), ()), ((), (4,), (2, 1)), ((2, 1, 3), (3,), (1, 1)),
+                 ((4,), (), ()), ((), (), ()), ((2, 3), (2, 1), (3,)), ((1,), (1, 1), ())]
+
+
+@pytest.mark.parametrize("shapes", SHAPE_TRIPLES)
+def test_contributions_of_many_shapes_to_one_adjoint(shapes):
+    rng = np.random.default_rng(18)
+    args = tuple(uniform(s or "float", rng=rng) for s in shapes)
+    agrees(DEF.many_contributions, args, wrt=(0, 1, 2))
+
+
+@pytest.mark.parametrize("shapes", SHAPE_TRIPLES)
+def test_factors_pulled_out_of_the_sum_down(shapes):
+    rng = np.random.default_rng(19)
+    args = tuple(uniform(s or "float", rng=rng) for s in shapes)
+    agrees(DEF.pulled, args, wrt=(0, 1, 2))
+
+
+@pytest.mark.parametrize(("xs", "ss"), [((3, 4), (3, 1)), ((3, 4), ()), ((4,), (2, 1)),
+                                        ((), (3,)), ((2, 1, 3), (3,))])
+def test_quotients_reuse_their_value(xs, ss):
+    rng = np.random.default_rng(20)
+    x, s = uniform(xs or "float", rng=rng), uniform(ss or "float", 1.0, 2.0, rng)
+    agrees(DEF.quotients, (x, s), wrt=(0, 1))
+
+
+def test_quotients_of_integers_and_of_zero_dimensional_arrays():
+    x, s = np.arange(1, 5), np.arange(1, 3).reshape(2, 1)
+    reference = grad(DEF.quotients, wrt=(0, 1))(x.astype(float), s.astype(float))
+    for got, want in zip(run(DEF.quotients, (x, s), wrt=(0, 1)), reference, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    xs, ss = np.array(1.5), np.array(2.0)
+    reference = grad(DEF.quotients, wrt=(0, 1))(1.5, 2.0)
+    for got, want in zip(run(DEF.quotients, (xs, ss), wrt=(0, 1)), reference, strict=True):
+        assert isinstance(got, np.ndarray) and got.shape == ()
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((3, 4), (4,)), ((3, 1), (1, 4)), ((2, 3), (2, 1))])
+def test_a_value_read_by_a_branch_after_its_shape_is_taken(xs, ws):
+    rng = np.random.default_rng(21)
+    for sign in (1.0, -1.0):
+        agrees(DEF.reused_in_branch, (sign * uniform(xs, rng=rng), uniform(ws, rng=rng)),
+               wrt=(0, 1))
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((3, 4), (4,)), ((3, 1), (1, 4)), ((2, 3), ())])
+def test_a_value_read_by_a_loop_after_its_last_straight_line_use(xs, ws):
+    rng = np.random.default_rng(22)
+    agrees(DEF.reused_in_loop, (uniform(xs, rng=rng), uniform(ws or "float", rng=rng)),
+           wrt=(0, 1))

@@ -1,0 +1,488 @@
+"""Integer, float16, float32, boolean and list arguments and module data: what the gradient
+converts to float64 and what it keeps, against the function's own arithmetic."""
+
+from __future__ import annotations
+
+import math
+import random
+import warnings
+
+import numpy as np
+import pytest
+from gradcheck import Frozen, both_one, check_grad, fresh_module, load, numeric_grad, outcome, ro
+from gradcheck import contract_grads as run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from symdiff import SymdiffError, grad, value_and_grad
+
+RNG = np.random.default_rng(20240601)
+M34 = RNG.standard_normal((3, 4))
+
+
+DTYPES = load("""
+import numpy as np
+
+def mixed(a):
+    return np.sum(a * a * 0.5) + np.max(a) * 2.0 + np.sum(a[1:] ** 3) + np.mean(a / 3)
+
+def raveled(a):
+    return np.sum(np.sin(np.ravel(a)))
+""")
+
+
+@pytest.mark.parametrize("arg", [
+    M34.astype(np.float32), np.array([1, 2, -3, 4]), np.array([[1, 2], [3, 4]], dtype=np.int32),
+])
+def test_float32_and_integer_arrays(arg):
+    (g,) = run(DTYPES.mixed, (arg,))
+    check_grad(DTYPES.mixed, (arg.astype(np.float64),), grads=(g,), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("arg", [np.float32(0.5), np.int64(2), 2, np.array(0.5), np.array(2)])
+def test_scalar_kinds(arg):
+    g = grad(DTYPES.raveled)(arg)
+    expected = math.cos(float(arg))
+    if isinstance(arg, np.ndarray):
+        assert isinstance(g, np.ndarray) and g.shape == () and g.dtype == np.float64
+    else:
+        assert type(g) is float
+    assert g == pytest.approx(expected, rel=1e-6)
+
+
+# --- dtypes: int and float32 inputs, 0-d arrays ------------------------------------------
+
+MIXED_DT = load("""
+import numpy as np
+
+def mixed(x, w):
+    y = x * w
+    z = np.sum(y, axis=-1, keepdims=True)
+    return np.mean(y / (1.0 + z * z)) + np.sum(x * x * w)
+""")
+
+
+@pytest.mark.parametrize(("xs", "ws"), [((3, 1), (1, 4)), ((), (4,)), ((2, 1, 3), (3,))])
+def test_int_float32_and_zero_dimensional_inputs_agree_with_float64(xs, ws):
+    rng = np.random.default_rng(25)
+    xi = rng.integers(1, 4, xs) if xs else 2
+    wi = rng.integers(1, 4, ws)
+    x64, w64 = np.asarray(xi, dtype=float), np.asarray(wi, dtype=float)
+    x64 = float(x64) if not xs else x64
+    want = grad(MIXED_DT.mixed, wrt=(0, 1))(x64, w64)
+    check_grad(MIXED_DT.mixed, (x64, w64), wrt=(0, 1), grads=want)
+    for args, rtol in (((xi, wi), 1e-12),
+                       ((np.float32(xi) if not xs else xi.astype(np.float32),
+                         wi.astype(np.float32)), 1e-5),
+                       ((np.asarray(x64), w64), 1e-12)):
+        for got, w in zip(run(MIXED_DT.mixed, args, wrt=(0, 1)), want, strict=True):
+            np.testing.assert_allclose(got, w, rtol=rtol)
+
+
+# --- random programs (hypothesis) -------------------------------------------------------
+
+fresh_module("import numpy as np\nA = np.linspace(0.5, 1.5, 4)\n"
+             "B = np.linspace(-1.0, 1.0, 3).reshape(3, 1)\n", "adv4rand")
+
+
+X2 = np.array([1.0, 2.0])
+X3 = np.array([0.5, -1.0, 2.0])
+X23 = np.arange(1.0, 7.0).reshape(2, 3)
+
+
+# --- _as_float: parameters the backward sweep reads as integers ---------------------
+
+IX = load("""
+import numpy as np
+
+def take(x, i):
+    return np.sum(x[i] ** 2)
+
+def head(x, k):
+    return np.sum(x[:k] ** 2)
+
+def sum_axis(x, a):
+    return np.sum(np.sum(x ** 2, axis=a) ** 2)
+
+def prod_axis(x, a):
+    return np.sum(np.prod(x, axis=a))
+
+def max_axis(x, a):
+    return np.sum(np.max(x, axis=a))
+
+def concat_axis(x, a):
+    return np.sum(np.concatenate([x, x * 2.0], axis=a) ** 2)
+
+def tile(x, r):
+    return np.sum(np.tile(x, r) ** 2)
+
+def flip(x, a):
+    return np.sum(np.flip(x, a) * np.arange(6.0).reshape(2, 3))
+
+def transpose(x, p):
+    return np.sum(np.transpose(x, p) * np.arange(6.0).reshape(3, 2))
+
+def where(x, c):
+    return np.sum(np.where(c, x, 0.0) ** 2)
+
+def var_ddof(x, d):
+    return np.var(x, ddof=d)
+""")
+
+
+# (name, x, the parameter, the gradient), each gradient derived by hand.
+_X4 = np.array([1.0, 2.0, 3.0, 4.0])
+
+_W6 = np.arange(6.0).reshape(2, 3)
+
+INTEGER_PARAMETERS = [
+    ("take", _X4, [0, 2], [2.0, 0.0, 6.0, 0.0]),
+    ("take", _X4, np.array([0, 2]), [2.0, 0.0, 6.0, 0.0]),
+    ("take", _X4, np.int64(1), [0.0, 4.0, 0.0, 0.0]),
+    ("take", _X4, np.array([True, False, True, False]), [2.0, 0.0, 6.0, 0.0]),
+    ("take", _X4, [True, False, True, False], [2.0, 0.0, 6.0, 0.0]),
+    ("head", _X4, np.int64(2), [2.0, 4.0, 0.0, 0.0]),
+    ("sum_axis", X23, (0, 1), np.full((2, 3), 4 * 91.0) * X23),
+    ("prod_axis", X23, np.int64(1), [[6.0, 3.0, 2.0], [30.0, 24.0, 20.0]]),
+    ("max_axis", X23, np.int64(1), [[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]),
+    ("concat_axis", X23, np.int64(1), 10 * X23),
+    ("tile", X23, (2, 1), 4 * X23),
+    ("tile", X23, [2, 1], 4 * X23),
+    ("tile", X23, np.int64(2), 4 * X23),
+    ("flip", X23, np.int64(1), _W6[:, ::-1]),
+    ("flip", X23, (0, 1), _W6[::-1, ::-1]),
+]
+
+
+# A bug at 158d6a1 (fixed by e576f9d): the backward sweep began with
+# 'p = _as_float(p)' for every parameter it read, those it reads as integers too: an index
+# (IndexError in _scatter), a slice bound, an axis tuple or np.int64, np.tile's reps.
+@pytest.mark.parametrize(("name", "x", "p", "expected"), INTEGER_PARAMETERS,
+                         ids=lambda v: type(v).__name__ if not isinstance(v, str) else v)
+def test_a_parameter_read_as_an_integer_stays_an_integer(name, x, p, expected):
+    f = getattr(IX, name)
+    f(x, p)  # the function itself works
+    np.testing.assert_allclose(grad(f)(x, p), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("name", "x", "p", "expected"), [
+    ("take", _X4, 1, [0.0, 4.0, 0.0, 0.0]),
+    ("take", _X4, slice(0, 2), [2.0, 4.0, 0.0, 0.0]),
+    ("head", _X4, 2, [2.0, 4.0, 0.0, 0.0]),
+    ("sum_axis", X23, 1, 2 * np.sum(X23 ** 2, axis=1, keepdims=True) * 2 * X23),
+    ("sum_axis", X23, np.int64(1), 2 * np.sum(X23 ** 2, axis=1, keepdims=True) * 2 * X23),
+    ("prod_axis", X23, 1, [[6.0, 3.0, 2.0], [30.0, 24.0, 20.0]]),
+    ("tile", X23, 2, 4 * X23),
+    ("transpose", X23, (1, 0), _W6.reshape(3, 2).T),
+    ("transpose", X23, [1, 0], _W6.reshape(3, 2).T),
+    ("transpose", X23, np.array([1, 0]), _W6.reshape(3, 2).T),
+    ("where", X3, [True, False, True], [1.0, 0.0, 4.0]),
+    ("where", X3, np.array([1, 0, 1]), [1.0, 0.0, 4.0]),
+    ("var_ddof", X3, np.int64(1), 2 * (X3 - X3.mean()) / 2),
+    ("var_ddof", X3, True, 2 * (X3 - X3.mean()) / 2),
+])
+def test_parameters_read_as_integers_that_work(name, x, p, expected):
+    f = getattr(IX, name)
+    np.testing.assert_allclose(both_one(f, (x, p)), expected, rtol=1e-12)
+
+
+MM = load("""
+import numpy as np
+
+def matvec(X, w):
+    return np.sum((X @ w) ** 2)
+
+def matmul_call(X, w):
+    return np.sum(np.matmul(X, w) ** 2)
+
+def dot(X, w):
+    return np.sum(np.dot(X, w) ** 2)
+
+def vecmat(x, W):
+    return np.sum((W @ x) ** 2)
+""")
+
+
+@pytest.mark.parametrize("name", ["matvec", "matmul_call", "dot"])
+def test_a_list_operand_of_a_matrix_product(name):
+    f = getattr(MM, name)
+    w = [1.0, 2.0, 3.0]
+    np.testing.assert_allclose(grad(f)(X23, w), 2 * np.outer(X23 @ w, w), rtol=1e-12)
+
+
+@pytest.mark.parametrize("w", [np.array([1.0, 2.0, 3.0]), np.array([1, 2, 3]),
+                               np.array([1, 2, 3], dtype=np.uint8)],
+                         ids=["float", "int64", "uint8"])
+def test_an_array_operand_of_a_matrix_product(w):
+    for name in ["matvec", "matmul_call", "dot"]:
+        np.testing.assert_allclose(both_one(getattr(MM, name), (X23, w)),
+                                   2 * np.outer(X23 @ w, w), rtol=1e-12)
+    W = X23.tolist()
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(both_one(MM.vecmat, (x, W)), 2 * X23.T @ (X23 @ x), rtol=1e-12)
+
+
+# --- _as_float: the backward sweep's dtype is not the function's ---------------------
+
+DT = load("""
+import numpy as np
+from symdiff import stop_gradient
+
+K8 = np.array([20, 3], dtype=np.uint8)
+K16 = np.array([300.0, 2.0], dtype=np.float16)
+KI = np.array([20, 3])
+M = np.array([True, False])
+N8 = np.uint8(20)
+SCALE = 2.0
+
+def square_first(x):
+    return np.sum(x * (K8 * K8))
+
+def square_after(x):
+    return np.sum(x * K8 * K8)
+
+def square_int64(x):
+    return np.sum(x * (KI * KI)) + np.sum(x * KI * KI)
+
+def half(x):
+    return np.sum(x * K16 * K16)
+
+def half_param(x, h):
+    return np.sum(x * h * h)
+
+def masks_or(x, b):
+    return np.sum(x * (b + b))
+
+def module_masks_or(x):
+    return np.sum(x * (M + M))
+
+def row(x, n):
+    r = n[0]
+    return np.sum(x * r * r)
+
+def row_sg(x, n):
+    r = stop_gradient(n)
+    return np.sum(x * r * r)
+
+def rows(x, n):
+    s = 0.0
+    for r in n:
+        s = s + np.sum(x * r * r)
+    return s
+
+def scalar_uint8(x):
+    return np.sum(x * N8 * N8)
+
+def scaled(x):
+    return np.sum(x * SCALE * SCALE)
+""")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "differentiate._floats (K_float, since 158d6a1): the derivative of x * (K * K) reads "
+    "K_float = _as_float(K) and computes K_float**2 = 400, but the function computed K * K "
+    "in K's uint8 (144): the gradient of what the function computes is 144. Where the "
+    "function's integer arithmetic wraps, a float64 copy differs from it"))
+def test_module_uint8_squared_before_the_float_operand():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = (DT.K8 * DT.K8).astype(np.float64)
+    np.testing.assert_allclose(grad(DT.square_first)(X2), expected)
+
+
+def test_module_uint8_after_the_float_operand_is_float64():
+    # x * K * K runs in float64: the derivative's K**2 must too (fixed in 158d6a1)
+    np.testing.assert_allclose(both_one(DT.square_after, (X2,)), [400.0, 9.0])
+
+
+def test_module_int64_data_read_by_the_derivatives():
+    np.testing.assert_allclose(both_one(DT.square_int64, (X2,)), [800.0, 18.0])
+
+
+# Bugs at 158d6a1 (fixed by e576f9d): _as_float converted integer and
+# boolean data only, so K**2 of float16 data overflowed to inf, and a NumPy integer scalar
+# at module level (np.uint8(20)) was not converted and wrapped around.
+def test_module_float16_data_squared_in_float16():
+    np.testing.assert_allclose(outcome(lambda: grad(DT.half)(X2)), [90000.0, 4.0])
+
+
+def test_float16_parameter_squared_in_float16():
+    h = np.array([300.0, 2.0], dtype=np.float16)
+    np.testing.assert_allclose(outcome(lambda: grad(DT.half_param)(X2, h)), [90000.0, 4.0])
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "For boolean masks b + b is logical or (True), so x * (b + b) has gradient b; SymPy "
+    "folds b + b into 2*b and the backward sweep computes it on _as_float(b): gradient 2*b "
+    "(wrong by a factor 2 wherever the mask is set)"))
+@pytest.mark.parametrize("b", [np.array([True, False]), np.True_], ids=["array", "np.bool_"])
+def test_boolean_masks_added_are_a_logical_or(b):
+    assert DT.masks_or(X2, b) == pytest.approx(np.sum(X2 * b))
+    np.testing.assert_allclose(grad(DT.masks_or)(X2, b), np.broadcast_to(b, (2,)) * 1.0)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "The same for module data: M + M is a logical or, the derivative reads "
+    "2*M_float (differentiate._floats): gradient [2, 0] instead of [1, 0]"))
+def test_module_boolean_masks_added_are_a_logical_or():
+    np.testing.assert_allclose(grad(DT.module_masks_or)(X2), [1.0, 0.0])
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "_as_float converts parameters and module arrays only: an integer array made from one "
+    "(r = n[0], stop_gradient(n), a row of a for loop over n) is read by the derivative of "
+    "x * r * r as r**2 in uint8, which wraps (144 for 20**2) while the function computes "
+    "(x * r) * r in float64: gradient [144, 9] instead of [400, 9]"))
+@pytest.mark.parametrize("name", ["row", "row_sg", "rows"])
+def test_uint8_values_made_from_a_parameter_wrap_around(name):
+    f = getattr(DT, name)
+    n = np.array([[20, 3]], dtype=np.uint8)
+    assert f(X2, n) == pytest.approx(418.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(grad(f)(X2, n), [400.0, 9.0])
+
+
+def test_module_uint8_scalar_squared():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(grad(DT.scalar_uint8)(X2), [400.0, 400.0])
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "differentiate._floats decides at build time which module names are arrays "
+    "(isinstance(obj, (np.ndarray, np.generic))); a Python number rebound to a uint8 array "
+    "later is read by the cached gradient without K_float, and SCALE**2 wraps in uint8: "
+    "144, not 400"))
+def test_module_number_rebound_to_a_uint8_array():
+    m = load("""
+import numpy as np
+SCALE = 2.0
+
+def scaled(x):
+    return np.sum(x * SCALE * SCALE)
+""")
+    g = grad(m.scaled)
+    np.testing.assert_allclose(g(X2), [4.0, 4.0])
+    m.SCALE = np.array([20, 20], dtype=np.uint8)
+    assert m.scaled(X2) == pytest.approx(1200.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(g(X2), [400.0, 400.0])
+
+
+# --- random programs over parameters of many types (hypothesis) -------------------------
+
+HEAD = """import math
+import numpy as np
+from symdiff import stop_gradient as sg
+K = np.array([1.0, 2.0, 0.5])
+KI = np.array([1, 2, 3])
+
+def h2(p, q):
+    t = p * q
+    return t * t * 0.5 + p
+
+"""
+
+OPS = ["{a} * {b}", "{a} + {b}", "{a} - {b}", "{a} * 2.0", "{a} / (1.0 + {b} * {b})",
+       "np.sin({a}) * {b}", "np.exp({a} * 0.1)", "{a} ** 2", "sg({a}) * {b}", "{a} * K",
+       "{a} * KI", "{a} * 0.0 + {b}", "1.0 / (2.0 + {a}) * {b}", "np.maximum({a}, {b})",
+       "{a} * sg(np.max({b}))", "np.tanh({a}) + {b} ** 2", "h2({a}, {b})",
+       "np.sum({a}) * {b}", "np.mean({a} * {b})", "{a}[0] * {b}",
+       "np.sum({a}, axis=-1, keepdims=True) * {b}"]
+
+FINALS = ["np.sum({v})", "np.mean({v})", "np.sum({v} * {o})", "np.sum({v}) + np.sum({o})",
+          "np.sum({v} ** 2) * 0.5", "np.mean({v} * 0.0 + {o})"]
+
+# Lists and tuples are left out (a NumPy scalar times a list: see the xfail above).
+PARAMETER_KINDS = ["array", "0d", "float", "np64", "int", "pyint", "npint", "f32", "readonly"]
+
+
+def _variant(v, kind):
+    first = float(np.ravel(v)[0])
+    return {"array": lambda: v, "0d": lambda: np.array(first), "float": lambda: first,
+            "np64": lambda: np.float64(first), "int": lambda: np.round(v * 2).astype(np.int64),
+            "pyint": lambda: round(first * 2), "npint": lambda: np.int64(round(first * 2)),
+            "f32": lambda: np.float32(v) if np.ndim(v) == 0 else v.astype(np.float32),
+            "readonly": lambda: ro(v)}[kind]()
+
+
+def _program(rnd: random.Random):
+    rng = np.random.default_rng(rnd.randrange(10**6))
+    x = rng.uniform(0.5, 1.5, rnd.choice([(3,), (1,), (), (2, 3)]))
+    if x.ndim == 0 and rnd.random() < 0.5:
+        x = float(x)
+    n = rnd.randint(1, 2)
+    # (a Python float x with float32 data computes in float32: no reference for that)
+    kinds = (PARAMETER_KINDS if not isinstance(x, float)
+             else [k for k in PARAMETER_KINDS if k != "f32"])
+    data = [_variant(rng.uniform(0.5, 1.5, rnd.choice([(3,), (1,), ()])), rnd.choice(kinds))
+            for _ in range(n)]
+    params = ["x"] + [f"d{i}" for i in range(n)]
+    names, body = list(params), []
+    for k in range(rnd.randint(1, 5)):
+        v = f"v{k}"
+
+        def op(pool):
+            return rnd.choice(OPS).format(a=rnd.choice(pool), b=rnd.choice(pool))
+
+        r = rnd.random()
+        if r < 0.6:
+            body.append(f"    {v} = {op(names)}")
+        elif r < 0.8:
+            body += [f"    if np.sum({rnd.choice(names)}) > {rnd.choice([1.0, 3.0])}:",
+                     f"        {v} = {op(names)}", "    else:", f"        {v} = {op(names)}"]
+        else:
+            body += [f"    {v} = {rnd.choice(names)}",
+                     f"    for i in range({rnd.randint(0, 2)}):",
+                     f"        {v} = {op(names + [v])} * 0.5 + {v} * 0.5"]
+        names.append(v)
+    final = rnd.choice(FINALS).format(v=rnd.choice(names[1:]), o=rnd.choice(names))
+    source = (HEAD + f"def f({', '.join(params)}):\n" + "\n".join(body) +
+              f"\n    return {final}\n")
+    return source, [x, *data]
+
+
+def _frozen_reference(source, args):
+    module = load(source.replace("from symdiff import stop_gradient as sg", ""))
+    frozen = Frozen()
+    module.sg = frozen
+    module.f(*args)
+    frozen.replay = True
+
+    def replayed(*a):
+        frozen.k = 0
+        return module.f(*a)
+
+    return numeric_grad(replayed, list(args), 0)
+
+
+@settings(max_examples=70, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**9))
+def test_random_programs_over_parameter_types(seed):
+    source, args = _program(random.Random(seed))
+    f = load(source, "f")
+    value = outcome(lambda: f(*args))
+    if isinstance(value, Exception):
+        for make in (grad, value_and_grad):
+            got = outcome(lambda m=make: m(f)(*args))
+            assert isinstance(got, (type(value), SymdiffError)), (source, value, got)
+        return
+    g = outcome(lambda: grad(f)(*args))
+    vg = outcome(lambda: value_and_grad(f)(*args))
+    if np.ndim(value) != 0:
+        assert isinstance(g, SymdiffError) and isinstance(vg, SymdiffError), (source, g, vg)
+        return
+    assert not isinstance(g, Exception), (source, g)
+    assert not isinstance(vg, Exception), (source, vg)
+    np.testing.assert_allclose(vg[0], value, rtol=1e-12, err_msg=source)
+    np.testing.assert_allclose(g, vg[1], rtol=1e-12, atol=1e-15, err_msg=source)
+    assert np.shape(g) == np.shape(args[0])
+    if not np.isfinite(value):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = _frozen_reference(source, args)
+    np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5, err_msg=source)
