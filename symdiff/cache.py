@@ -64,12 +64,7 @@ def directory() -> Path | None:
             base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
             chosen = os.path.join(base, "symdiff")
     path = Path(os.path.expanduser(chosen)).absolute()  # tracebacks name files under it
-    try:
-        path.mkdir(mode=0o700, parents=True)
-        _mark(path)
-    except FileExistsError:
-        pass
-    except OSError:
+    if not _make(path, parents=True):
         return None
     try:
         info = path.stat()
@@ -92,17 +87,24 @@ def _mark(folder: Path) -> None:
         f.write(_MARKER_TEXT)
 
 
+def _make(folder: Path, parents: bool = False) -> bool:
+    """Make ``folder``, private and marked as symdiff's; False if that failed (one that
+    exists already is fine here: callers check whose it is)."""
+    try:
+        folder.mkdir(mode=0o700, parents=parents)
+        _mark(folder)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    return True
+
+
 def _shard(root: Path, name: str, create: bool = False) -> Path | None:
     """The folder ``root/name`` if symdiff made it and only this user can write it."""
     path = root / name
-    if create:
-        try:
-            path.mkdir(mode=0o700)
-            _mark(path)
-        except FileExistsError:
-            pass
-        except OSError:
-            return None
+    if create and not _make(path):
+        return None
     try:
         info = os.lstat(path)  # a symlink is not a folder symdiff made
         marker = os.lstat(path / MARKER)
