@@ -8,7 +8,9 @@ computed once in the forward sweep and kept in a temporary.
 
 Branches stay branches: the backward sweep tests the condition the forward sweep kept.
 Loops stay loops: each iteration appends the values its backward step needs to a tape,
-and the backward sweep runs over the tape in reverse.
+and the backward sweep runs over the tape in reverse. An adjoint that a branch or loop
+may leave untouched starts as None, and adds nothing where nothing flowed into it
+(``_Unflowed``): zero times a nan local derivative would be nan.
 
 Shapes (``shapes.py``) decide where an adjoint must be summed down to its operand's shape
 (``_unbroadcast``), and let contributions of one shape wait to be summed down once. An
@@ -416,7 +418,7 @@ class _Differentiator:
         blines: list = []
         for phi, _, nxt in carried:
             # The adjoint of this iteration's result is what flowed back to the variable so
-            # far; what flows to its value at the start of the iteration starts at zero.
+            # far; what flows to its value at the start of the iteration starts as nothing.
             blines.append(Line(self._adjoint(nxt), self._adjoint(phi), item.where))
             blines.append(Line(self.adj[phi], _NOTHING, item.where))
             child.defined.update((nxt, phi))

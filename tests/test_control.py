@@ -882,3 +882,63 @@ def f(x, n):
     return np.sum(y)
 """)
     assert " is not None" not in grad(L.f).source
+
+
+def _random_program(rng) -> str:
+    """A function of x (an array), c and n whose values may be nan at x (np.sqrt of a
+    negative entry) and are read in branches that may not run and loops that may run zero
+    times, or are overwritten by later iterations."""
+    def expr(depth=0):
+        if depth > 1 or rng.random() < 0.3:
+            return str(rng.choice(["x", "y", "z", "w"]))
+        if rng.random() < 0.6:
+            wrap = rng.choice(["np.sqrt({})", "np.log({})", "np.sin({})", "({} * 2.0)",
+                               "np.arcsin({})", "({} ** 0.5)"])
+            return wrap.format(expr(depth + 1))
+        return f"({expr(depth + 1)} {rng.choice(['+', '*', '-'])} {expr(depth + 1)})"
+
+    def block(indent, depth, loops):
+        lines = []
+        for _ in range(rng.integers(1, 4)):
+            pad, kind = "    " * indent, rng.random()
+            if kind < 0.5 or depth > 1:
+                lines.append(f"{pad}{rng.choice(['y', 'z', 'w'])} = {expr()}")
+            elif kind < 0.7:
+                lines.append(f"{pad}if c > {rng.choice([0.0, 1.0, -1.0])}:")
+                lines += block(indent + 1, depth + 1, loops)
+                if rng.random() < 0.5:
+                    lines += [f"{pad}else:", *block(indent + 1, depth + 1, loops)]
+            elif kind < 0.85:
+                lines.append(f"{pad}for i{len(loops)} in range(n):")
+                lines += block(indent + 1, depth + 1, [*loops, 0])
+            else:
+                k = f"k{len(loops)}"
+                lines += [f"{pad}{k} = 0", f"{pad}while {k} < n:",
+                          *block(indent + 1, depth + 1, [*loops, 0]), f"{pad}    {k} += 1"]
+        return lines
+
+    body = ["    y = x * 1.0", "    z = x * 0.5", "    w = x + 1.0", *block(1, 0, []),
+            f"    return np.sum({rng.choice(['y', 'z', 'w', 'y * z'])})"]
+    return "\n".join(["def f(x, c, n):", *body, ""])
+
+
+def test_random_programs_with_paths_not_taken_agree_with_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    rng = np.random.default_rng(10)
+    for _ in range(30):
+        source = _random_program(rng)
+        f = load("import numpy as np\n\n" + source, "f")
+        reference: dict = {"np": jnp}
+        exec(source, reference)
+        for x in (np.array([0.0, 0.25]), np.array([-1.0, 4.0])):
+            for c, n in ((-2.0, 0), (0.5, 1), (2.0, 2), (-2.0, 2)):
+                with np.errstate(all="ignore"):
+                    value = f(x, c, n)
+                    expected = np.asarray(jax.grad(reference["f"])(jnp.asarray(x), c, n))
+                    if not np.isfinite(value) or not np.all(np.isfinite(expected)):
+                        continue  # (where the value is not finite, nor need its slope be)
+                    got = grad(f)(x, c, n)
+                np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-10,
+                                           err_msg=f"{source}\nat x={x}, c={c}, n={n}")
