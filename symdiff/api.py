@@ -17,6 +17,12 @@ from .errors import SymdiffError
 
 _MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PLAIN = calls.PLAIN
+# Booleans and 8- and 16-bit integers, which NumPy computes with in float16 or float32,
+# are differentiated from float64 copies (calls.Signature.widened); other dtypes, by their
+# characters: floats, 32- and 64-bit integers, pass as they are.
+_NARROW = frozenset({bool, np.bool_, np.int8, np.uint8, np.int16, np.uint16})
+_WIDE = "efdgiIlLqQ"
+_FAST = _PLAIN - _NARROW  # numbers that pass as they are, wherever they stand
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class Gradient:
     """
 
     __slots__ = ("fun", "wrt", "with_value", "as_tuple", "_built", "_ready", "_signature",
-                 "_arity", "__weakref__")
+                 "_arity", "_wrt_at", "__weakref__")
 
     def __init__(self, fun, wrt, with_value=False, as_tuple=False):
         _refuse(fun)
@@ -63,6 +69,7 @@ class Gradient:
         self._ready = None  # the built function, when a call has nothing to check first
         self._signature = None  # where the arguments are, once built
         self._arity = -1  # how many positional arguments a call with nothing left out has
+        self._wrt_at: tuple[int, ...] = ()  # where the differentiated ones are among them
 
     def __call__(self, *args, **kwargs):
         # A scalar gradient costs a few hundred nanoseconds: this path stays short.
@@ -71,19 +78,24 @@ class Gradient:
             fn = self._prepare().fn
         n = len(args)
         if kwargs or n != self._arity:
-            self._signature.check(self.fun, args, kwargs)
             _defaults(fn, self.fun)  # as the function has them now (f.__defaults__ = ...)
+            fn = self._check(fn, args, kwargs)
         # Numbers in the two most common arities are told by their types alone: a loop
         # costs more here than the arithmetic of a two-float gradient.
-        elif n == 2 and type(args[0]) in _PLAIN and type(args[1]) in _PLAIN or \
-                n == 1 and type(args[0]) in _PLAIN:
+        elif n == 2 and type(args[0]) in _FAST and type(args[1]) in _FAST or \
+                n == 1 and type(args[0]) in _FAST:
             pass
         else:
             for a in args:
                 if type(a) not in _PLAIN and (type(a) is not np.ndarray
-                                              or a.dtype.kind not in "fiub"):
-                    self._signature.check(self.fun, args, kwargs)
+                                              or a.dtype.char not in _WIDE):
+                    fn = self._check(fn, args, kwargs)
                     break
+            else:
+                for i in self._wrt_at:
+                    if type(args[i]) in _NARROW:
+                        fn = self._check(fn, args, kwargs)
+                        break
         try:
             return fn(*args, **kwargs) if kwargs else fn(*args)
         except Exception as e:
@@ -98,6 +110,23 @@ class Gradient:
             except Exception as e:
                 error = e
         raise calls.failure(error, self.fun, built)
+
+    def _check(self, fn, args, kwargs):
+        """Check the arguments of a call; returns what to call with them: ``fn``, or where a
+        boolean or small integer is differentiated, a function that differentiates float64
+        copies of such arguments (and returns the value the function computes)."""
+        self._signature.check(self.fun, args, kwargs)
+        widened = self._signature.widened(args, kwargs)
+        if widened is None:
+            return fn
+
+        def widening(*args, **kwargs):
+            try:
+                result = fn(*widened[0], **widened[1])
+            except Exception:  # an integer that only works as one, as in range(n)
+                return fn(*args, **kwargs)
+            return (fn(*args, **kwargs)[0], result[1]) if self.with_value else result
+        return widening
 
     def __reduce__(self):
         # Pickled as its function (by reference, as functions pickle) and options; the
@@ -161,6 +190,7 @@ class Gradient:
             # Keyword-only defaults are read on every call (the fast path reads none).
             self._arity = -1 if getattr(self.fun, "__kwdefaults__", None) else \
                 self._signature.arity
+            self._wrt_at = tuple(i for _, i in self._signature.wrt if i is not None)
         self._built = built
         self._ready = None if built.refresh or built.guards else built.fn
         return built

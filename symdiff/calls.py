@@ -57,6 +57,36 @@ class Signature:
             if _is_complex(value):
                 raise _refusal(fun, name, unsupported(value))
 
+    def widened(self, args, kwargs):
+        """``(args, kwargs)`` with each differentiated argument that NumPy computes with in
+        less than float64 (np.tan of a boolean or 8-bit integer array is float16, of a
+        16-bit one float32) as float64; None where there is none. Integers are
+        differentiated as the floats they equal: the derivatives must not reuse values
+        the function computed in float16 from them."""
+        args, kwargs, found = list(args), dict(kwargs), False
+        for name, position in self.wrt:
+            if position is not None and position < len(args):
+                if _narrow(args[position]):
+                    args[position], found = _float64(args[position]), True
+            elif name in kwargs and _narrow(kwargs[name]):
+                kwargs[name], found = _float64(kwargs[name]), True
+        return (args, kwargs) if found else None
+
+
+def _narrow(value) -> bool:
+    if type(value) is bool:
+        return True  # np.tan(True) is float16 too
+    if type(value) is list:
+        value = np.asarray(value)
+    dtype = getattr(value, "dtype", None)
+    return isinstance(dtype, np.dtype) and dtype.kind in "biu" and dtype.itemsize <= 2
+
+
+def _float64(value):
+    if isinstance(value, (np.ndarray, list)):
+        return np.asarray(value, dtype=np.float64)
+    return np.float64(value)  # a scalar stays a scalar, with NumPy's inf rather than errors
+
 
 _MISSING = object()
 

@@ -8,7 +8,9 @@ computed once in the forward sweep and kept in a temporary.
 
 Branches stay branches: the backward sweep tests the condition the forward sweep kept.
 Loops stay loops: each iteration appends the values its backward step needs to a tape,
-and the backward sweep runs over the tape in reverse.
+and the backward sweep runs over the tape in reverse. An adjoint that a branch or loop
+may leave untouched starts as None, and adds nothing where nothing flowed into it
+(``_Unflowed``): zero times a nan local derivative would be nan.
 
 Shapes (``shapes.py``) decide where an adjoint must be summed down to its operand's shape
 (``_unbroadcast``), and let contributions of one shape wait to be summed down once. An
@@ -49,6 +51,7 @@ class Line:
     like: str = ""
     comment: str = ""
     in_place: bool = False  # accumulate into the target's own array (runtime._add_to)
+    unflowed: bool = False  # accumulate into a target that may be None (runtime._plus)
 
 
 @dataclass(frozen=True)
@@ -123,9 +126,12 @@ class _Differentiator:
         self.exact: dict[str, bool] = {}  # of those, the ones that need no summing after all
         backward = self._backward(self.ir.eqns, top)
         self._settle_all(backward)
-        backward, floats = self._floats(_fold_settles(backward))
+        flowed: dict[str, str] = {}
+        backward = _Unflowed(set(self.adj.values())).sweep(_fold_settles(backward), flowed)
+        backward, floats = self._floats(backward)
         forward = self._forward(self.ir.eqns)
-        grads = tuple((p, self.adj[p] if p in top.defined else None) for p in self.ir.wrt)
+        grads = tuple((p, self.adj[p] if p in top.defined and
+                       flowed.get(self.adj[p]) != _NONE else None) for p in self.ir.wrt)
         # Copy a gradient that may be someone else's array, or one already returned (wrt
         # naming a parameter twice).
         shared = tuple(bool(adj) and (not self.fresh.get(p, False) or
@@ -241,9 +247,7 @@ class _Differentiator:
                 continue
             scope.defined.add(target)
             if scope.parent is None or target in scope.local:
-                # A name bound on some paths only may be unbound here: a scalar zero then.
-                zero = "0.0" if target in self.ir.maybe_unbound else f"_zeros({target})"
-                lines.append(Line(self._adjoint(target), zero,
+                lines.append(Line(self._adjoint(target), _NOTHING,
                                   comment="nothing has flowed back to it yet"))
             else:
                 scope.preinit.append(target)
@@ -414,9 +418,9 @@ class _Differentiator:
         blines: list = []
         for phi, _, nxt in carried:
             # The adjoint of this iteration's result is what flowed back to the variable so
-            # far; what flows to its value at the start of the iteration starts at zero.
+            # far; what flows to its value at the start of the iteration starts as nothing.
             blines.append(Line(self._adjoint(nxt), self._adjoint(phi), item.where))
-            blines.append(Line(self.adj[phi], f"_zeros({phi})", item.where))
+            blines.append(Line(self.adj[phi], _NOTHING, item.where))
             child.defined.update((nxt, phi))
         body = self._backward(item.body, child)
         if not body and not carried:
@@ -526,6 +530,161 @@ def _fold_settles(lines) -> list:
         if line is not None:
             out.append(line)
     return out
+
+
+# --- adjoints that nothing flowed into ---
+
+_NOTHING = "None"  # the value of an adjoint before anything has flowed back to it
+_SET, _MAYBE, _NONE = "set", "maybe None", "None"  # what an adjoint may hold at a line
+
+
+class _Unflowed:
+    """The backward sweep, rewritten so that an adjoint nothing flowed into adds nothing.
+
+    An adjoint that a block adds to may receive nothing at run time (a loop that ran zero
+    times, a branch not taken): it starts as None, not as zeros, since zero times a local
+    derivative that is nan or inf at the point (np.sqrt at 0) is nan, where nothing
+    reached the output through that value (JAX gives 0). Where an adjoint may still be
+    None, the lines that read it run under ``if ds is not None:``, and adding to it is
+    ``_plus(ds, c)``. Straight-line code has no such adjoint: its sweep stays as it is.
+    """
+
+    def __init__(self, adjoints: set[str]):
+        self.adjoints = adjoints
+
+    def sweep(self, lines, state: dict[str, str], depth=0) -> list:
+        """``lines`` rewritten; ``state`` (adjoint -> _SET, _MAYBE or _NONE) follows them."""
+        items: list = []
+        guards: dict[str, frozenset] = {}  # a temporary -> the adjoints it needs set
+        for line in lines:
+            if isinstance(line, Block):
+                items.append((frozenset(), self._block(line, state, depth), None))
+            else:
+                items.append(self._line(line, state, guards, depth))
+        return _drop_unread_nothing(_group(items))
+
+    def _block(self, block: Block, state, depth) -> Block:
+        if block.header.startswith("for "):
+            # Each iteration starts with what the previous one left, or (the first, or
+            # none at all) with what came before: until that stops changing.
+            entry = dict(state)
+            while True:
+                after = dict(entry)
+                body = self.sweep(block.body, after, depth + 1)
+                joined = _join(state, after)
+                if joined == entry:
+                    break
+                entry = joined
+            state.update(entry)
+            return dataclasses.replace(block, body=tuple(body))
+        then, orelse = dict(state), dict(state)
+        body = self.sweep(block.body, then, depth + 1)
+        other = self.sweep(block.orelse, orelse, depth + 1)
+        state.update(_join(then, orelse))
+        return dataclasses.replace(block, body=tuple(body), orelse=tuple(other))
+
+    def _line(self, line: Line, state, guards, depth):
+        """(the adjoints that must be set for ``line`` to run, the line, its else line)."""
+        target = line.target
+        if not target or line.value is None:
+            return frozenset(), line, None
+        if line.value == _NOTHING:
+            state[target] = _NONE
+            return frozenset(), line, None
+        maybe = {n for n, s in state.items() if s != _SET}
+        scatter = f"_scatter_add({target}, "
+        if target in maybe and isinstance(line.value, str) and line.value.startswith(scatter):
+            # Added in place into an array that may be None: an addition, as any other.
+            line = dataclasses.replace(line, value="_scatter(" + line.value[len(scatter):],
+                                       accumulate=True)
+        reads = set(_loads([dataclasses.replace(line, accumulate=False)]))
+        guard = frozenset(reads & maybe).union(*(guards.get(n, ()) for n in reads))
+        copied = _copied(line)
+        if target not in self.adjoints:  # a temporary, read by the lines that follow
+            guards[target] = guard
+            return guard, line, None
+        before = state.get(target, _SET)
+        if copied in self.adjoints and (not line.accumulate or before == _NONE and depth):
+            # dy = dy_2 hands on whatever dy_2 holds, None too
+            state[target] = state.get(copied, _SET)
+            return frozenset(), dataclasses.replace(line, accumulate=False), None
+        if not line.accumulate:
+            if target in reads:  # dx = _unbroadcast(dx, x): None stays None
+                return guard, line, None
+            state[target] = _MAYBE if guard else _SET
+            orelse = Line(target, _NOTHING) if guard and before != _NONE else None
+            return guard, line, orelse
+        if before == _NONE and depth:
+            # The first contribution in a block: the adjoint (which the gradient does not
+            # trust to be its own array there) is it.
+            line = dataclasses.replace(line, accumulate=False, in_place=False)
+        elif before != _SET:
+            line = dataclasses.replace(line, unflowed=True, in_place=False)
+        state[target] = _MAYBE if guard and before != _SET else _SET
+        return guard, line, None
+
+
+def _join(a: dict, b: dict) -> dict:
+    """What an adjoint may hold after either of two paths (a name on one alone: its own)."""
+    return {n: a.get(n, b.get(n)) if a.get(n, b.get(n)) == b.get(n, a.get(n)) else _MAYBE
+            for n in {**a, **b}}
+
+
+def _copied(line: Line) -> str:
+    """The name a line's value is, bare (``dy = dy_2``), or ""."""
+    value = line.value
+    if line.like:
+        return ""
+    if isinstance(value, sp.Symbol):
+        return value.name
+    if isinstance(value, ast.Name):
+        return value.id
+    return value if isinstance(value, str) and _IDENT.fullmatch(value) else ""
+
+
+def _group(items) -> list:
+    """The lines, each run of them that needs the same adjoints set under one ``if``."""
+    out: list = []
+    run: list = []
+    for i, (guard, line, orelse) in enumerate(items):
+        if guard:
+            run.append((line, orelse))
+        else:
+            out.append(line)
+        last = i + 1 == len(items) or items[i + 1][0] != guard
+        if guard and last:
+            test = " and ".join(f"{n} is not None" for n in sorted(guard))
+            out.append(Block(f"if {test}:", tuple(line for line, _ in run),
+                             tuple(o for _, o in run if o is not None),
+                             comment="None: nothing has flowed back on the path taken"))
+            run = []
+    return out
+
+
+def _drop_unread_nothing(lines) -> list:
+    """Without the ``dx = None`` lines whose value nothing reads (dx is set first)."""
+    out = list(lines)
+    for i in range(len(out) - 1, -1, -1):
+        line = out[i]
+        if isinstance(line, Line) and line.value == _NOTHING and \
+                _sets_first(out[i + 1:], line.target):
+            del out[i]
+    return out
+
+
+def _sets_first(lines, name) -> bool:
+    """Whether ``lines`` assign ``name`` on every path before reading it."""
+    for line in lines:
+        if isinstance(line, Block):
+            if name not in _loads([line]) and name not in {n.target for n in _flat([line])}:
+                continue
+            return not line.header.startswith("for ") and _sets_first(line.body, name) \
+                and _sets_first(line.orelse, name)
+        if name in _loads([line]):
+            return False
+        if line.target == name:
+            return True
+    return False
 
 
 def _is_call(code, name: str) -> bool:

@@ -191,7 +191,9 @@ def _statement(line: Line, printer: Printer) -> str:
         text = str(value)
     if line.like:
         text = f"_unbroadcast({text}, {line.like})"
-    if line.in_place:
+    if line.unflowed:
+        text = f"_plus({line.target}, {text})"
+    elif line.in_place:
         text = f"_add_to({line.target}, {text})"
     elif line.accumulate:
         if not line.like and text.startswith("-") and _atomic(text[1:]):

@@ -161,6 +161,12 @@ def _uses(lines) -> tuple[set[str], set[str]]:
     """The names backward ``lines`` read: (for their values, for their shapes only)."""
     values, shapes = set(), set()
     for line in lines:
+        if isinstance(line, Block) and line.header.startswith("if "):
+            # (a branch, or lines that run only where an adjoint is not None)
+            inner = _uses([*line.body, *line.orelse])
+            values.update(_IDENT.findall(line.header), inner[0])
+            shapes.update(inner[1])
+            continue
         if isinstance(line, Block):
             values.update(_loads([line]))
             continue

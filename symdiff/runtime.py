@@ -64,6 +64,15 @@ def _zeros(x):
     return np.zeros(np.shape(x))
 
 
+def _plus(acc, g):
+    """``acc + g``, where ``acc`` may be None: nothing has flowed back to it yet on the
+    path the function took. Then ``g`` itself, as an array of its own where it is an
+    array (it may be another adjoint's, and this one may be added to in place later)."""
+    if acc is None:
+        return np.array(g) if isinstance(g, np.ndarray) else g
+    return acc + g
+
+
 def _zip_len(*arrays, strict=False):
     """How many steps ``zip(*arrays, strict=strict)`` takes; unequal lengths fail if strict."""
     lengths = [len(a) for a in arrays]
@@ -78,6 +87,8 @@ def _fit(g, x, copy=False):
     ``copy``: ``g`` may be an array the caller can see (an argument, module data, another
     gradient), so it is copied even where its shape and type already fit.
     """
+    if g is None:  # nothing flowed back to x on the path the function took
+        g = 0.0
     if type(x) is float:  # the common scalar case, without NumPy's shape machinery
         if type(g) is float:
             return g

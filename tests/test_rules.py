@@ -1018,12 +1018,18 @@ def test_rule_on_integer_boolean_0d_and_float32_arguments(row, name):
     params = required(row)
     wrt = tuple(range(len(params)))
     point = [1.0, -2.0, 3.0][:len(params)] if "a_min" not in params else [2.0, -1.0, 3.0]
-    # (Not booleans, nor 8-bit integers: NumPy computes with them in float16, and the
-    # derivatives reuse the float16 values the function computed.)
-    kinds = [int, np.int64, np.float32] if len(params) == 1 else [int, np.float32]
+    # (Booleans and 8- and 16-bit integers too, which NumPy computes with in float16 or
+    # float32: the derivatives still compute in float64.)
+    kinds = [int, np.int64, np.float32, bool, np.int8, np.bool_, np.int16]
+    if len(params) > 1:
+        kinds = [int, np.float32, np.int8, bool]
     if name.startswith("np."):
         kinds += [np.array, lambda v: np.array([v, v], dtype=np.int32),
-                  lambda v: np.array([v, v], dtype=np.float32)]
+                  lambda v: np.array([v, v], dtype=np.float32),
+                  lambda v: np.array([v, -v], dtype=np.int8),
+                  lambda v: np.array([abs(v), 2 * abs(v)], dtype=np.uint8),
+                  lambda v: np.array([v > 0, v < 0]),
+                  lambda v: np.array([v, v], dtype=np.int16)]
     f = make(name, params, reduce=name.startswith("np."))
     for kind in kinds:
         args = [kind(v) for v in point]
@@ -1218,3 +1224,40 @@ def test_power_of_a_number_base_prints_plain_log():
         """, "f")
     assert "    dy = _ret*np.log(2)\n" in grad(f).source
     assert grad(f)(3.0) == pytest.approx(8 * math.log(2.0))
+
+
+NARROW = load("""
+import numpy as np
+
+def tangents(x):
+    return np.sum(np.tan(x) * np.exp(x))
+
+def steps(x, n):
+    s = 0.0
+    for i in range(n):
+        s = s + np.sin(x * n)
+    return np.sum(s)
+""")
+
+
+@pytest.mark.parametrize("x", [np.array([True, False, True]), np.array([1, 0, -1], np.int8),
+                               np.array([0, 1, 2], np.uint8), np.int8(1), np.bool_(True),
+                               True, [True, False]],
+                         ids=["bool", "int8", "uint8", "int8 scalar", "bool_ scalar",
+                              "Python bool", "list of bools"])
+def test_derivatives_of_booleans_and_8_bit_integers_compute_in_float64(x):
+    """NumPy computes np.tan of these in float16: the gradient is the float64 one (to
+    rounding), and value_and_grad's value is still the one the function computes."""
+    wide = np.asarray(x, dtype=np.float64)
+    expected = grad(NARROW.tangents)(wide if np.ndim(x) else float(wide))
+    np.testing.assert_allclose(grad(NARROW.tangents)(x), expected, rtol=1e-12)
+    value, g = value_and_grad(NARROW.tangents)(x)
+    assert value == NARROW.tangents(x) and np.result_type(value) == np.float16
+    np.testing.assert_allclose(g, expected, rtol=1e-12)
+    assert np.shape(g) == np.shape(x) and np.result_type(g) == np.float64
+
+
+def test_a_small_integer_that_only_works_as_one_is_differentiated_as_it_is():
+    # range(n) refuses a float64 n: the gradient then reads n as it was passed.
+    dx, dn = grad(NARROW.steps, wrt=(0, 1))(0.5, np.int8(3))
+    assert dx == pytest.approx(9 * math.cos(1.5)) and dn == pytest.approx(1.5 * math.cos(1.5))
