@@ -87,6 +87,13 @@ class Loops:
             del self.problems[n_problems:]
             self.names.taken, self.bound, self.active, self.env = taken, bound, active, env
             self.env_maybe_unbound, self.data_globals, self.globals_used = unbound, data, used
+        # Names the body bound that the loop does not carry are the body's own (an inner
+        # loop's break flag, an index): an iteration may never run, so after the loop they
+        # hold what they held before it, as Python's do.
+        before = state[4]
+        for name in [n for n in self.env if n not in before and n not in carried]:
+            del self.env[name]
+        self.env.update({n: before[n] for n in before if n not in carried})
         for name, (phi, _) in zip(carried, phis, strict=True):
             self.env[name] = phi  # after the loop, a carried variable holds its last value
         flag_name = dict(zip(carried, [p for p, _ in phis], strict=True)).get(flag)

@@ -708,3 +708,53 @@ def f(x, n):
 """)
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(grad(L.f)(np.array([-1.0, 4.0]), 0), [1.0, 1.0])
+
+
+@pytest.mark.parametrize("outer", ["for i in range(n):", "while k < n:"])
+@pytest.mark.parametrize("inner_exit", ["break", "continue"])
+def test_an_inner_loop_exit_inside_an_outer_loop_that_runs_zero_times_in_a_branch(
+        outer, inner_exit):
+    # The inner loop's break flag was read after the outer loop as if the outer loop had
+    # carried it: UnboundLocalError from the generated code when the outer loop ran zero times.
+    L = load(f"""
+def f(x, n):
+    a = x
+    k = 0
+    if x > 0:
+        {outer}
+            for j in range(2):
+                a = a * x
+                if a > 5.0:
+                    {inner_exit}
+            k += 1
+    return a * x
+""")
+    assert grad(L.f)(0.7, 0) == pytest.approx(1.4)
+    assert value_and_grad(L.f)(0.7, 0)[1] == pytest.approx(1.4)
+    for n in (0, 1, 3):
+        for x in (0.7, 1.9, -0.5):
+            agrees(L.f, (x, n))
+
+
+def test_breaks_of_three_nested_loops_inside_a_branch_whose_loops_may_not_run():
+    L = load("""
+def f(x, n):
+    a = x
+    if x > 0:
+        for i in range(n):
+            for j in range(n):
+                k = 0
+                while k < 2:
+                    a = a * x
+                    k += 1
+                    if a > 5.0:
+                        break
+                if a > 4.0:
+                    break
+            if a > 3.0:
+                break
+    return a * x
+""")
+    for n in (0, 1, 2, 3):
+        for x in (0.7, 1.9):
+            agrees(L.f, (x, n))
