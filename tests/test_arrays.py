@@ -262,6 +262,11 @@ def rows_of(A, k):
     a, b = b, a
     return np.sum(np.sin(a) * b)
 
+def columns(A):
+    a, b = A.T
+    n, = a.shape
+    return np.sum(a * b) * n
+
 def in_a_loop(A, n):
     s = 0.0
     for i in range(n):
@@ -287,6 +292,9 @@ def test_an_array_unpacked_into_its_rows():
         check_grad(UNPACKED.rows_of, (np.arange(1.0, 5.0).reshape(2, 2) / 3, k))
     for n in (0, 1, 3):
         check_grad(UNPACKED.in_a_loop, (A, n))
+    # a = A.T[0] renames the temporary that held it; the shape's temporary reuses the name,
+    # and was once taken for the differentiated array: n = a.shape[0] unpacked as rows.
+    check_grad(UNPACKED.columns, (A.T.copy(),))
 
 
 @pytest.mark.parametrize(("f", "args"), [
