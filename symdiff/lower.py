@@ -381,6 +381,7 @@ class _Lowering(Expressions, Loops):
             for node in ast.walk(row):
                 ast.copy_location(node, value)
             self._bind(t.id, self._expr(row), value)
+        del self.env[key]  # the statement's own: not a variable to merge after a branch
 
     def _forget(self, name):
         """``name`` is free again (its equation now binds another): a temporary that reuses

@@ -758,3 +758,28 @@ def f(x, n):
     for n in (0, 1, 2, 3):
         for x in (0.7, 1.9):
             agrees(L.f, (x, n))
+
+
+@pytest.mark.parametrize("inner", [
+    "for v in np.sin(x) * np.ones(2):\n                a = a * v",
+    "a = a * (1.5 if a > 1 else x)",
+    "a, b = np.ones(2) * a"])
+def test_a_loop_that_runs_zero_times_in_a_branch_after_statements_with_temporaries(inner):
+    # The array a loop runs over, a conditional expression's value, the value unpacked:
+    # each lived in a temporary read after the outer loop as if it carried it
+    # (UnboundLocalError: '_t2' when the loop ran zero times).
+    L = load(f"""
+import numpy as np
+
+def f(x, n):
+    a = x
+    if x > 0:
+        k = 0
+        while k < n:
+            {inner}
+            k += 1
+    return a * x
+""")
+    for n in (0, 1, 2):
+        for x in (0.7, -0.5):
+            agrees(L.f, (x, n))
