@@ -829,4 +829,4 @@ def _replace(node, calls: dict[int, str], skip=None):
             fields[name] = [_replace(v, calls) for v in value]
         else:
             fields[name] = _replace(value, calls)
-    return type(node)(**fields)
+    return ast.copy_location(type(node)(**fields), node)  # unparsing a statement reads it

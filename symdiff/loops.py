@@ -29,6 +29,7 @@ class Loops:
             body = [ast.copy_location(ast.Assign([ast.Name(flag, ast.Store())],
                                                  ast.Constant(False)), stmt)] + body
         where, line = self.where, self.line
+        outside = set(self.env)
         header, target, prologue = (self._iteration(stmt) if isinstance(stmt, ast.For)
                                     else (None, None, []))
         # Every variable the body assigns, and the loop's own targets: after the loop (or
@@ -87,8 +88,18 @@ class Loops:
             del self.problems[n_problems:]
             self.names.taken, self.bound, self.active, self.env = taken, bound, active, env
             self.env_maybe_unbound, self.data_globals, self.globals_used = unbound, data, used
+        # Names the body bound that the loop does not carry are the body's own (an inner
+        # loop's break flag, an index): an iteration may never run, so after the loop they
+        # hold what they held before it, as Python's do.
+        before = state[4]
+        for name in [n for n in self.env if n not in before and n not in carried]:
+            del self.env[name]
+        self.env.update({n: before[n] for n in before if n not in carried})
         for name, (phi, _) in zip(carried, phis, strict=True):
             self.env[name] = phi  # after the loop, a carried variable holds its last value
+        for name in set(self.env) - outside:
+            if name.startswith("<iter"):  # the array looped over: the loop's own
+                del self.env[name]
         flag_name = dict(zip(carried, [p for p, _ in phis], strict=True)).get(flag)
         self.where, self.line = where, line
         self.eqns.append(Loop(

@@ -314,13 +314,20 @@ class _Lowering(Expressions, Loops):
         if isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(value, ast.Call):
                 self._unpacked_call(value)
-            if not isinstance(value, (ast.Tuple, ast.List)) or len(value.elts) != len(
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) != len(
                     target.elts):
                 self.fail(value, "tuple unpacking needs a tuple of the same length on the right",
                           "a, b = expr1, expr2")
+            starred = [t for t in target.elts if isinstance(t, ast.Starred)]
+            if starred:
+                self.fail(starred[0], "starred unpacking (a, *b = ...) is not supported",
+                          "indexing: a, b = A[0], A[1:]")
             if not all(isinstance(t, ast.Name) for t in target.elts):
                 self.fail(target, "unpacking into anything but names is not supported",
                           "a, b = expr1, expr2")
+            if not isinstance(value, (ast.Tuple, ast.List)):
+                self._unpack(target, value)
+                return
             # Evaluate every right-hand side before binding any name: a, b = b, a swaps.
             vals = [self._expr(v) for v in value.elts]
             for t, v, node in zip(target.elts, vals, value.elts, strict=True):
@@ -329,6 +336,60 @@ class _Lowering(Expressions, Loops):
         self._unsupported_statement(ast.Assign(targets=[target], value=value,
                                                lineno=target.lineno,
                                                col_offset=target.col_offset))
+
+    def _unpack(self, target, value):
+        """n, m = A.shape; a, b = A (its rows). The unpacking runs as written, so that a
+        value of another length fails as Python fails; each name is then bound to its
+        part: a value without gradient as it came, a differentiated one as ``A[i]``, so that
+        the gradient flows back through indexing."""
+        val = self._expr(value)
+        if val.expr is None and isinstance(val.value, (tuple, list)):
+            val = self._constant(value)  # a module's tuple of constants
+        name = self._operand(val, value)
+        whole = ast.Name(name, ast.Load())
+        last = self.eqns[-1] if self.eqns else None
+        if isinstance(last, Eqn) and last.kind == "const" and last.out == name and \
+                name in self.temps:
+            # n, m = A.shape: unpack the shape itself, not a temporary holding it.
+            self.eqns.pop()
+            self.names.taken.discard(name)
+            self.temps.discard(name)
+            self.memo = {k: v for k, v in self.memo.items() if v != name}
+            self._forget(name)
+            whole = last.code
+        parts = [self.names.fresh("_t", numbered=True) for _ in target.elts]
+        self.bound.update(parts)
+        self.temps.update(parts)
+        check = ast.Assign([ast.Tuple([ast.Name(p, ast.Store()) for p in parts],
+                                      ast.Store())], whole)
+        for node in ast.walk(check):
+            ast.copy_location(node, value)
+        self.eqns.append(Eqn("", "assert", check, self.line, names_in(whole), False,
+                             self.where))
+        if name not in self.active:
+            for t, p in zip(target.elts, parts, strict=True):
+                ssa = self._bound_ssa(t.id)
+                self.eqns.append(Eqn(ssa, "const", ast.Name(p, ast.Load()), self.line, (p,),
+                                     False, self.where))
+                self.env[t.id] = ssa
+            return
+        self.counter += 1
+        key = f"<unpacked{self.counter}>"
+        self.env[key] = name
+        for i, t in enumerate(target.elts):
+            row = ast.Subscript(ast.Name(key, ast.Load()), ast.Constant(i), ast.Load())
+            for node in ast.walk(row):
+                ast.copy_location(node, value)
+            self._bind(t.id, self._expr(row), value)
+        del self.env[key]  # the statement's own: not a variable to merge after a branch
+
+    def _forget(self, name):
+        """``name`` is free again (its equation now binds another): a temporary that reuses
+        it must not inherit what was known of it."""
+        self.active.discard(name)
+        self.alias.pop(name, None)
+        self.arrays.discard(name)
+        self.ndims.pop(name, None)
 
     def _unpacked_call(self, call):
         """a, b = f(x): say what is wrong with f, rather than with the unpacking."""
@@ -339,7 +400,8 @@ class _Lowering(Expressions, Loops):
         if isinstance(fn, FunctionSource) or _user_function(fn):
             self.fail(call, f"{name} returns several values, which symdiff does not "
                       "support yet", "a helper for each value, each returning one")
-        if rules.lookup(fn) is None and not rules.no_gradient(fn):
+        if rules.lookup(fn) is None and not rules.no_gradient(fn) and \
+                fn is not runtime.stop_gradient:
             self.fail(call, f"{name} is not supported", "the NumPy and math functions in "
                       + COVERAGE)
 
@@ -419,6 +481,7 @@ class _Lowering(Expressions, Loops):
                 self.arrays.add(ssa)
             if last.out in self.ndims:
                 self.ndims[ssa] = self.ndims[last.out]
+            self._forget(last.out)
         else:
             self._emit_elementwise(ssa, val)
             if isinstance(val.code, ast.Name):  # b = a: one array, two names

@@ -703,3 +703,74 @@ def test_empty_arrays(name, arg):
 def test_prod_of_empty_arrays(name, arg):
     g = grad(getattr(EMPTY, name))(arg)
     assert isinstance(g, np.ndarray) and g.shape == arg.shape and g.dtype == np.float64
+
+
+UNPACKED = load("""
+import numpy as np
+
+PAIR = (2.0, 3.0)
+
+def shape(A, x):
+    n, m = A.shape
+    p, q = PAIR
+    s = 0.0
+    for i in range(n):
+        s = s + np.sum(A[i] ** 2) * m * p + x * n * q
+    return s
+
+def rows(A):
+    a, b = A
+    return np.sum(a * b ** 2)
+
+def rows_of(A, k):
+    if k > 0:
+        a, b = A.T * 2.0
+    else:
+        b, a = A.T
+    a, b = b, a
+    return np.sum(np.sin(a) * b)
+
+def columns(A):
+    a, b = A.T
+    n, = a.shape
+    return np.sum(a * b) * n
+
+def in_a_loop(A, n):
+    s = 0.0
+    for i in range(n):
+        r, c = A.shape
+        a, b = A
+        s = s + np.sum(a) * r + np.sum(b * b * c)
+    return s
+""")
+
+
+def test_a_shape_unpacked_binds_numbers_without_gradient():
+    for A in (np.arange(1.0, 7.0).reshape(2, 3), np.ones((3, 1))):
+        check_grad(UNPACKED.shape, (A, 1.5), wrt=(0, 1))
+    source = grad(UNPACKED.shape, wrt=(0, 1)).source
+    assert "_t0, _t1 = A.shape  # line 7" in source  # the shape itself is unpacked, as written
+
+
+def test_an_array_unpacked_into_its_rows():
+    A = np.arange(1.0, 7.0).reshape(2, 3)
+    check_grad(UNPACKED.rows, (A,))
+    check_grad(UNPACKED.rows, (np.array([0.5, -2.0]),))
+    for k in (0, 1):
+        check_grad(UNPACKED.rows_of, (np.arange(1.0, 5.0).reshape(2, 2) / 3, k))
+    for n in (0, 1, 3):
+        check_grad(UNPACKED.in_a_loop, (A, n))
+    # a = A.T[0] renames the temporary that held it; the shape's temporary reuses the name,
+    # and was once taken for the differentiated array: n = a.shape[0] unpacked as rows.
+    check_grad(UNPACKED.columns, (A.T.copy(),))
+
+
+@pytest.mark.parametrize(("f", "args"), [
+    (UNPACKED.shape, (np.ones((2, 2, 2)), 1.0)), (UNPACKED.rows, (np.ones((3, 2)),)),
+    (UNPACKED.rows, (np.ones((1, 2)),)), (UNPACKED.rows, (1.0,))])
+def test_unpacking_a_value_of_another_length_fails_as_python_does(f, args):
+    with pytest.raises(Exception) as expected:
+        f(*args)
+    with pytest.raises(type(expected.value)) as got:
+        grad(f)(*args)
+    assert str(got.value) == str(expected.value)

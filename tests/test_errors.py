@@ -418,3 +418,34 @@ def test_an_output_reshaped_to_an_array_is_refused_when_building():
         "        return np.sum(x * x).reshape(1, 1)",
         "               ^",
         "  supported instead: return one scalar (np.sum, np.mean reduce an array)"])
+
+
+def test_starred_unpacking_is_refused_saying_how_to_index_instead():
+    text = error_text("""
+        def f(A):
+            a, *b = A
+            return a
+        """)
+    assert text == "\n".join([
+        "F:3:8: starred unpacking (a, *b = ...) is not supported",
+        "        a, *b = A",
+        "           ^",
+        "  supported instead: indexing: a, b = A[0], A[1:]"])
+
+
+def test_unpacking_a_value_of_another_length_fails_at_the_users_line():
+    f = load("""
+        import numpy as np
+        def f(A):
+            n, m = A.shape
+            a, b = A
+            return np.sum(a * b) * n * m
+        """, "f")
+    path = inspect.getsourcefile(f)
+    for A, line in ((np.ones((2, 2, 2)), 4), (np.ones((1, 2)), 5)):
+        with pytest.raises(ValueError) as python:
+            f(A)
+        with pytest.raises(ValueError) as e:
+            grad(f)(A)
+        assert str(e.value) == str(python.value)  # "too many values to unpack", "not enough"
+        assert e.value.__notes__[0].startswith(f"{path}:{line}:5: raised by this line of f's")
