@@ -199,7 +199,7 @@ class Sigmoid(_NumpyFunction):
     nargs = 1
 
     def numpy(self):
-        half = sp.Rational(1, 2)
+        half = sp.Float(0.5)  # printed 0.5, not (1/2)
         return half + half * call("np.tanh")(half * self.args[0])
 
     def fdiff(self, argindex=1):
