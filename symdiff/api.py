@@ -31,7 +31,7 @@ class _Built:
     source: str
     globals: dict
     refresh: tuple  # (name, getter): module-level data read afresh at every call
-    guards: tuple = ()  # (getter, helper, code): the functions it calls, as when built
+    guards: tuple = ()  # (getter, helper, _made(helper)): the functions it calls, as built
     backward: int = field(init=False)  # the line of the seed, where the backward sweep starts
 
     def __post_init__(self):
@@ -149,8 +149,8 @@ class Gradient:
     def _prepare(self) -> _Built:
         """Build if needed, rebuild if a called function was rebound, read module data."""
         built = self._built or self._build()
-        if built.guards and any(get() is not fn or getattr(fn, "__code__", None) is not code
-                                for get, fn, code in built.guards):
+        if built.guards and any(get() is not fn or _remade(fn, made)
+                                for get, fn, made in built.guards):
             built = self._build(stale=built)  # a helper it calls was redefined
         for name, get in built.refresh:
             built.globals[name] = get()
@@ -417,12 +417,23 @@ def _refreshers(data_globals) -> tuple:
 def _guards(guards) -> tuple:
     out = []
     for where, name, fn in guards:
-        code = getattr(fn, "__code__", None)  # a helper's code replaced in place counts too
         if isinstance(where, dict):
-            out.append(((lambda g, n: lambda: g.get(n))(where, name), fn, code))
+            out.append(((lambda g, n: lambda: g.get(n))(where, name), fn, _made(fn)))
         else:  # a closure cell
-            out.append(((lambda c: lambda: c.cell_contents)(where), fn, code))
+            out.append(((lambda c: lambda: c.cell_contents)(where), fn, _made(fn)))
     return tuple(out)
+
+
+def _made(fn) -> tuple:
+    """What of a helper its gradient was built from, beyond the function itself: its code
+    (replaced in place, as autoreload does) and its defaults (numbers are written into the
+    gradient)."""
+    return (getattr(fn, "__code__", None), getattr(fn, "__defaults__", None),
+            getattr(fn, "__kwdefaults__", None))
+
+
+def _remade(fn, made) -> bool:
+    return any(now is not then for now, then in zip(_made(fn), made, strict=True))
 
 
 def _refuse(fun):

@@ -230,7 +230,12 @@ def identity(obj) -> str | None:
     if isinstance(obj, types.FunctionType):
         # A function's source (a notebook cell's too); without source, nothing to compare.
         digest = source_hash(obj)
-        return None if digest is None else "source:" + digest
+        if digest is None:
+            return None
+        # Numbers a helper's defaults hold are written into its gradient (c=K made 5.0).
+        defaults = [v for v in (*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).items())
+                    if isinstance(v, (int, float, complex, str, bool, type(None), tuple))]
+        return f"source:{digest}" + (f":defaults:{defaults!r}" if defaults else "")
     module = getattr(obj, "__module__", None) or type(obj).__module__
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     return f"{module}.{name}" if module and name else None

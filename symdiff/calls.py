@@ -332,7 +332,7 @@ def _helper_file(name, built) -> str | None:
     """The file of the inlined helper ``name`` (a nested def is in its caller's file)."""
     if name is None:
         return None
-    for _, helper, code in built.guards:
+    for _, helper, (code, _, _) in built.guards:
         if code is not None and getattr(helper, "__name__", None) == name:
             return code.co_filename
     return None

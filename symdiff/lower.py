@@ -454,6 +454,8 @@ class _Lowering(Expressions, Loops):
         return name
 
     def _bind(self, name, val: Val, node):
+        if val.expr is None and isinstance(val.code, ast.Constant):
+            val = self._constant(val.code)  # axis=None, mode="valid": run, no gradient
         self._need_number(val, node)
         if name == RETURN and isinstance(val.code, ast.Name) and val.code.id in self.bound:
             self.env[name] = val.code.id  # return x: the result is x itself, not a copy
@@ -625,6 +627,25 @@ class _Lowering(Expressions, Loops):
                 out[p] = self._expr(ast.Constant(int(v) if isinstance(v, np.integer) else v))
         return out  # others (arrays...): read from the def's own expression
 
+    def _refuse_data_defaults(self, fn, callee, positional, defaults, known):
+        """A helper's default that is data (an array, a list...) written as an expression
+        (c=D): Python keeps the object the def made, but reading D when the gradient runs
+        would see whatever D is then. Refused, rather than differentiate another value."""
+        if isinstance(fn, FunctionSource):  # the command line: defaults read statically
+            return
+        values = dict(zip(positional[len(positional) - len(fn.__defaults__ or ()):],
+                          fn.__defaults__ or (), strict=True))
+        values.update(fn.__kwdefaults__ or {})
+        for p, node in defaults.items():
+            if p in known or not isinstance(values.get(p), (np.ndarray, list, dict, set, tuple)):
+                continue
+            try:
+                ast.literal_eval(node)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                self.fail(node, f"{callee.name}'s default {p}={ast.unparse(node)} is the value "
+                          "the def made, which symdiff cannot read when the gradient runs",
+                          f"pass {p} to {callee.name} explicitly")
+
     def _inline(self, node, fn) -> Val:
         """A call of a user function: its body lowered in place, names kept apart."""
         from .parse import parse
@@ -666,6 +687,7 @@ class _Lowering(Expressions, Loops):
         nested = isinstance(fn, FunctionSource) and fn.name in self.local_functions and \
             self.local_functions[fn.name] is fn
         def_time = self._def_time_defaults(fn, positional)
+        self._refuse_data_defaults(fn, callee, positional, defaults, set(args) | set(def_time))
         saved = (self.parsed, self.src, self.env, self.locals, self.local_functions,
                  self.enclosing, self.label, self.where, self.line)
         self.stack.append(fn)

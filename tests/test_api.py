@@ -574,3 +574,56 @@ def local(x, w):
     np.testing.assert_allclose(both_one(m.local, (X2, 3.0)), [36.0, 36.0])
     with pytest.raises(SymdiffError, match="scalar"):
         grad(m.parameter)(X2, np.ones(2))
+
+
+HELPERS = load("""
+    import numpy as np
+
+    D = np.array([1.0, 2.0])
+
+    def by_array(x, c=D):
+        return np.sum(x * c)
+
+    D = np.array([5.0, 5.0])  # by_array keeps the array its def made
+
+    def calls_by_array(x):
+        return by_array(x) + np.sum(x)
+
+    def scaled(x, c=2.0):
+        return x * c
+
+    def calls_scaled(x):
+        return scaled(x) + x
+
+    def summed(x, axis=None):
+        return np.sum(x, axis=axis)
+
+    def calls_summed(x):
+        axis = None
+        return summed(x * x) + np.sum(np.sum(x, axis=axis))
+    """)
+
+
+def test_a_helper_default_that_is_data_named_at_its_def_is_refused():
+    # Reading D when the gradient runs would differentiate another function than the one
+    # Python runs (its value is 5.0 at ones, not 12.0).
+    text = str(error_of(lambda: grad(HELPERS.calls_by_array)(np.ones(2))))
+    assert text.replace(HELPERS.__file__, "F").startswith(
+        "F:6:19: by_array's default c=D is the value the def made, which symdiff cannot "
+        "read when the gradient runs")
+
+
+def test_a_helper_default_given_a_new_value_rebuilds_the_gradient():
+    f = HELPERS.calls_scaled
+    assert value_and_grad(f)(1.0) == (3.0, 3.0)
+    HELPERS.scaled.__defaults__ = (7.0,)
+    try:
+        assert value_and_grad(f)(1.0) == (8.0, 8.0) == (f(1.0), 8.0)
+    finally:
+        HELPERS.scaled.__defaults__ = (2.0,)
+
+
+def test_none_bound_to_a_name_or_a_helper_default_runs_as_written():
+    x = np.array([1.0, -2.0])
+    check_grad(HELPERS.calls_summed, (x,))
+    np.testing.assert_allclose(grad(HELPERS.calls_summed)(x), 2 * x + 1)

@@ -216,6 +216,29 @@ def test_editing_a_functools_wraps_wrapper_rebuilds(project):
     assert sympy_loaded
 
 
+HELPER_DEFAULT = """
+K = 5.0
+
+def h(x, c=K):
+    return x * c
+
+def f(x, y):
+    return h(x) * y
+"""
+
+
+def test_a_helper_default_changed_between_processes_rebuilds(project):
+    # h's default is the number K held at its def, written into the gradient: a new K
+    # (the source of h and f unchanged) is a new gradient.
+    tmp_path, cache_dir = project
+    (tmp_path / "mod.py").write_text(HELPER_DEFAULT)
+    grads, _ = run(tmp_path, cache_dir)
+    assert grads == pytest.approx((5.0 * 2.0, 5.0 * 0.5))
+    (tmp_path / "mod.py").write_text(HELPER_DEFAULT.replace("K = 5.0", "K = 7.0"))
+    grads, sympy_loaded = run(tmp_path, cache_dir)
+    assert grads == pytest.approx((7.0 * 2.0, 7.0 * 0.5)) and sympy_loaded
+
+
 # --- generated code in tracebacks and debuggers ---
 
 FAILING = """
