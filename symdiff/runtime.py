@@ -390,8 +390,10 @@ def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
     """The adjoint of ``np.linalg.norm(x, ord, axis)`` for the 2-norm and Frobenius norm."""
     matrix = np.ndim(x) == 2 and axis is None or isinstance(axis, tuple) and len(axis) == 2
     if not (ord is None or ord == "fro" and matrix or ord == 2 and not matrix):
+        of = "a matrix (the spectral norm)" if matrix and ord == 2 else \
+            f"{'a matrix' if matrix else 'a vector'}"
         raise SymdiffError(f"symdiff differentiates np.linalg.norm for ord=None, 2 (vectors) "
-                           f"and 'fro' (matrices), not ord={ord!r}")
+                           f"and 'fro' (matrices), not ord={ord!r} of {of}")
     with np.errstate(invalid="ignore", divide="ignore"):
         share = _unreduce(g / out, x, axis, keepdims) * x
     return np.where(np.asarray(x) == 0, 0.0, share)  # at 0, the subgradient 0 (as JAX)

@@ -353,7 +353,7 @@ def test_a_gradient_maps_over_worker_processes(pickled_module):
 def test_a_check_of_the_generated_code_names_the_line():
     assert text_of(lambda: grad(M.norm1)(np.ones(2))) == (
         "F:36:5: symdiff differentiates np.linalg.norm for ord=None, 2 (vectors) and 'fro' "
-        "(matrices), not ord=1\n"
+        "(matrices), not ord=1 of a vector\n"
         "        return np.linalg.norm(y, ord=ORD)\n"
         "        ^")
     assert text_of(lambda: grad(M.dot_of_stacks)(np.ones((2, 2, 2)))).startswith(
@@ -627,3 +627,15 @@ def test_none_bound_to_a_name_or_a_helper_default_runs_as_written():
     x = np.array([1.0, -2.0])
     check_grad(HELPERS.calls_summed, (x,))
     np.testing.assert_allclose(grad(HELPERS.calls_summed)(x), 2 * x + 1)
+
+
+def test_the_spectral_norm_of_a_matrix_is_named_as_what_is_refused():
+    f = load("""
+        import numpy as np
+
+        def spectral(A):
+            return np.linalg.norm(A, ord=2)
+        """, "spectral")
+    text = str(error_of(lambda: grad(f)(np.eye(2))))
+    assert "not ord=2 of a matrix (the spectral norm)" in text
+    assert grad(f)(np.ones(3)) == pytest.approx(np.ones(3) / np.sqrt(3))  # of a vector: fine
