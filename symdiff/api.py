@@ -433,7 +433,11 @@ def _made(fn) -> tuple:
 
 
 def _remade(fn, made) -> bool:
-    return any(now is not then for now, then in zip(_made(fn), made, strict=True))
+    # On every call of a gradient that calls helpers: attribute reads, no tuple built.
+    code, defaults, kwdefaults = made
+    return (getattr(fn, "__code__", None) is not code
+            or getattr(fn, "__defaults__", None) is not defaults
+            or getattr(fn, "__kwdefaults__", None) is not kwdefaults)
 
 
 def _refuse(fun):
