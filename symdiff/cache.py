@@ -233,12 +233,19 @@ def identity(obj) -> str | None:
         if digest is None:
             return None
         # Numbers a helper's defaults hold are written into its gradient (c=K made 5.0).
-        defaults = [v for v in (*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).items())
-                    if isinstance(v, (int, float, complex, str, bool, type(None), tuple))]
+        # (Arrays are not: a helper's data default is refused, and a repr elides.)
+        defaults = [v for v in obj.__defaults__ or () if _scalar(v)] + sorted(
+            (k, v) for k, v in (obj.__kwdefaults__ or {}).items() if _scalar(v))
         return f"source:{digest}" + (f":defaults:{defaults!r}" if defaults else "")
     module = getattr(obj, "__module__", None) or type(obj).__module__
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     return f"{module}.{name}" if module and name else None
+
+
+def _scalar(value) -> bool:
+    """A number, string or None, a NumPy scalar too (NumPy is not imported here)."""
+    return isinstance(value, (int, float, complex, str, type(None))) or (
+        type(value).__module__ == "numpy" and getattr(value, "shape", None) == ())
 
 
 def key(fn, options) -> str | None:
