@@ -53,7 +53,6 @@ class IR:
     # Every free name of the code: its object, and the dict or cell it was found in.
     globals: tuple[tuple[str, object, object], ...] = ()
     guards: tuple[tuple[object, str, object], ...] = ()  # (dict or cell, name, helper called)
-    maybe_unbound: frozenset[str] = frozenset()  # SSA names bound on some paths only
 
 
 class Names:

@@ -39,9 +39,8 @@ class Loops:
         forced: set[str] = set()
         while True:  # again if a variable turns out active only through the loop body
             state = (len(self.eqns), set(self.names.taken), set(self.bound), set(self.active),
-                     dict(self.env), len(self.problems), set(self.env_maybe_unbound),
-                     dict(self.data_globals), dict(self.globals_used), self.counter,
-                     dict(self.globals_where))
+                     dict(self.env), len(self.problems), dict(self.data_globals),
+                     dict(self.globals_used), self.counter, dict(self.globals_where))
             phis = []
             for name in carried:
                 init = self.env.get(name)
@@ -82,12 +81,12 @@ class Loops:
             if not late and not grown:
                 break
             forced |= late
-            (n_eqns, taken, bound, active, env, n_problems, unbound, data, used,
+            (n_eqns, taken, bound, active, env, n_problems, data, used,
              self.counter, self.globals_where) = state
             del self.eqns[n_eqns:]
             del self.problems[n_problems:]
             self.names.taken, self.bound, self.active, self.env = taken, bound, active, env
-            self.env_maybe_unbound, self.data_globals, self.globals_used = unbound, data, used
+            self.data_globals, self.globals_used = data, used
         # Names the body bound that the loop does not carry are the body's own (an inner
         # loop's break flag, an index): an iteration may never run, so after the loop they
         # hold what they held before it, as Python's do.

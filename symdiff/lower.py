@@ -57,7 +57,6 @@ class _Lowering(Expressions, Loops):
         self.line = self.node.lineno
         self.where = ("", "")
         self.bound: set[str] = set()
-        self.env_maybe_unbound: set[str] = set()  # SSA names that are None on some path
         self.local_functions: dict[str, FunctionSource] = {}
         self.enclosing: dict[str, str] = {}  # a nested helper's view of its definer's names
         self.stack: list = []
@@ -130,8 +129,7 @@ class _Lowering(Expressions, Loops):
                   tuple(self.eqns), result, frozenset(self.names.taken), frozenset(self.ids),
                   tuple(self.data_globals.items()), self.np_alias,
                   tuple((n, o, self.globals_where[n]) for n, o in self.globals_used.items()),
-                  tuple(self.guards.values()),
-                  frozenset(self.env_maybe_unbound))
+                  tuple(self.guards.values()))
 
     def _params(self):
         a = self.node.args
@@ -573,7 +571,6 @@ class _Lowering(Expressions, Loops):
                 # every name the generated code copies exists.
                 none = self._ssa(name)
                 self.bound.add(none)
-                self.env_maybe_unbound.add(none)
                 unbound = ast.Call(ast.Name("_unbound", ast.Load()), [ast.Constant(name)], [])
                 (then if t is None else orelse).append(Eqn(
                     none, "const", unbound, line, (), False, where))
