@@ -692,13 +692,11 @@ def _user_function(obj) -> bool:
     return not obj.__code__.co_filename.startswith(_INSTALLED)
 
 
-# Operations whose result shares its operand's data (NumPy views): x[1:], x.T, reshape...
-# What may return a view of its first operand (np.flip always; np.einsum where the
-# subscripts only permute or keep axes, 'ij->ji'), so that writing into it writes there.
+# Operations whose result may share its first operand's data (NumPy views): x[1:], x.T,
+# reshape, np.flip always, np.einsum where the subscripts only permute or keep axes
+# ('ij->ji'): writing into the result writes there.
 _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "np.transpose",
           "np.broadcast_to", "np.flip", "np.einsum"}
-
-
 
 
 _UNKNOWN = object()

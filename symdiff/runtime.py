@@ -57,8 +57,9 @@ def _unbroadcast(g, x, like=None):
 
 
 def _zeros(x):
-    """A zero adjoint shaped like ``x``: where nothing has flowed back yet (a scalar zero
-    for a variable not assigned yet, which nothing can have read)."""
+    """A zero gradient shaped like ``x`` (0.0 for a number): the adjoint of a constructor's
+    argument whose entries carry no gradient (an integer dtype). (Generated code starts an
+    adjoint nothing has flowed back to as None; see ``_plus``.)"""
     if type(x) in _SCALARS or type(x) is _Unbound:
         return 0.0
     return np.zeros(np.shape(x))
