@@ -125,7 +125,8 @@ class Gradient:
                 result = fn(*widened[0], **widened[1])
             except Exception:  # an integer that only works as one, as in range(n)
                 return fn(*args, **kwargs)
-            return (fn(*args, **kwargs)[0], result[1]) if self.with_value else result
+            # The value is the function's own, on the arguments as given: run just it.
+            return (self.fun(*args, **kwargs), result[1]) if self.with_value else result
         return widening
 
     def __reduce__(self):
