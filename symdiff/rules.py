@@ -509,12 +509,13 @@ CONCATENATORS = (
     A(("np.c_[...]",), ("items",), {"items": "_rc_part({g}, {items}, {i}, 'c')"},
       sequence="items", note=_RC),
 )
-_CONCATENATOR_IDS = {id(np.r_): CONCATENATORS[0], id(np.c_): CONCATENATORS[1]}
 
 
 def concatenator(obj):
     """The row of np.r_ or np.c_ (which are indexed, not called), or None."""
-    return _CONCATENATOR_IDS.get(id(obj)) if obj is np.r_ or obj is np.c_ else None
+    if obj is np.r_:
+        return CONCATENATORS[0]
+    return CONCATENATORS[1] if obj is np.c_ else None
 
 
 # ndarray methods, by name, and the function each one is.
