@@ -14,6 +14,7 @@ import numpy as np
 
 from . import calls
 from .errors import SymdiffError
+from .parse import NOT_LITERAL, literal
 
 _MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _PLAIN = calls.PLAIN
@@ -373,13 +374,8 @@ def _without_default_code(parsed):
 
 
 def _literal(node) -> bool:
-    if node is None:  # a keyword-only parameter without a default
-        return True
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
+    # (None: a keyword-only parameter without a default.)
+    return node is None or literal(node) is not NOT_LITERAL
 
 
 def _placeholder(node):

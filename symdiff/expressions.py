@@ -22,7 +22,7 @@ import sympy as sp
 from . import rules, runtime
 from .errors import SymdiffError
 from .ir import Eqn, symbol
-from .parse import MISSING, FunctionSource
+from .parse import MISSING, NOT_LITERAL, FunctionSource, literal
 from .runtime import stop_gradient
 
 COVERAGE = "the coverage table in README.md"
@@ -699,7 +699,7 @@ _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "n
           "np.broadcast_to", "np.flip", "np.einsum"}
 
 
-_UNKNOWN = object()
+_UNKNOWN = NOT_LITERAL
 # What always returns a new ndarray (0-d at least): a name bound to one is an array.
 _ARRAY_MAKERS = (np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.full_like,
                  np.eye, np.identity, np.arange, np.linspace)
@@ -707,10 +707,7 @@ _ARRAY_MAKERS = (np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.ful
 
 def _literal(text):
     """The value of a static argument's code if it is a literal, else _UNKNOWN."""
-    try:
-        return ast.literal_eval(text) if text is not None else _UNKNOWN
-    except (ValueError, SyntaxError, TypeError):
-        return _UNKNOWN
+    return literal(text) if text is not None else _UNKNOWN
 
 
 def _refuses(rule, *args) -> bool:

@@ -21,7 +21,7 @@ from .exits import RETURN, ExitError, single_exit
 from .expressions import COVERAGE, OPS, Expressions, Val, _user_function, names_in
 from .ir import IR, Eqn, If, Names, symbol
 from .loops import Loops, assigned
-from .parse import MISSING, FunctionSource, Parsed
+from .parse import MISSING, NOT_LITERAL, FunctionSource, Parsed, literal
 
 # Names the generated code uses for itself: NumPy, and every helper in runtime.py.
 RESERVED = ("np", "SymdiffError", *(n for n, v in vars(runtime).items()
@@ -636,9 +636,7 @@ class _Lowering(Expressions, Loops):
         for p, node in defaults.items():
             if p in known or not isinstance(values.get(p), (np.ndarray, list, dict, set, tuple)):
                 continue
-            try:
-                ast.literal_eval(node)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            if literal(node) is NOT_LITERAL:
                 self.fail(node, f"{callee.name}'s default {p}={ast.unparse(node)} is the value "
                           "the def made, which symdiff cannot read when the gradient runs",
                           f"pass {p} to {callee.name} explicitly")

@@ -12,6 +12,16 @@ from dataclasses import dataclass, field
 from .errors import Problem, SymdiffError
 
 MISSING = object()
+NOT_LITERAL = object()
+
+
+def literal(code):
+    """The value of ``code`` (an ast node or source text) if it is a literal (1.0, None,
+    'fro', (0, 1)), else NOT_LITERAL; never raises, however deep the code."""
+    try:
+        return ast.literal_eval(code)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return NOT_LITERAL
 
 
 @dataclass(frozen=True)
