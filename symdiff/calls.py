@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import Problem, SymdiffError
+from .parse import parse, scoped_walk
 
 # Argument types that need no closer look; an ndarray needs a look at its dtype.
 PLAIN = frozenset({float, int, bool, np.float64, np.float32, np.float16, np.int64, np.int32,
@@ -223,8 +224,6 @@ def _in_class_body(fun) -> bool:
         return False
     static = _STATIC.get(code)
     if static is None:  # read once per code object: grad(C.f) may run in a loop
-        from .parse import parse
-
         try:
             node = parse(fun).node
         except SymdiffError:
@@ -242,8 +241,6 @@ _STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> a @s
 def at_def(fn, parameter, message, hint) -> SymdiffError:
     """A SymdiffError at the def of ``fn``, or at its ``parameter`` (a position among the
     positional ones, or a name); without its source, at its first line."""
-    from .parse import parse
-
     try:
         parsed = parse(fn)
     except SymdiffError:
@@ -339,20 +336,9 @@ def _helper_file(name, built) -> str | None:
 
 
 def _return_line(fun) -> int | None:
-    from .parse import parse
-
     try:
         node = parse(fun).node
     except SymdiffError:
         return None
-    returns = [n for n in _own_nodes(node) if isinstance(n, ast.Return)]
+    returns = [n for n in scoped_walk(ast.iter_child_nodes(node)) if isinstance(n, ast.Return)]
     return returns[0].lineno if len(returns) == 1 else node.lineno
-
-
-def _own_nodes(node):
-    """The nodes of a def's body, not those of defs and lambdas nested in it."""
-    for child in ast.iter_child_nodes(node):
-        yield child
-        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                  ast.ClassDef)):
-            yield from _own_nodes(child)

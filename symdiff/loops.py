@@ -13,6 +13,7 @@ import ast
 from .exits import ExitError, break_flag, single_exit
 from .expressions import describe
 from .ir import Loop
+from .parse import scoped_walk
 
 
 class Loops:
@@ -204,17 +205,6 @@ def _index_node(array_key, index_key, like) -> ast.expr:
     for n in ast.walk(node):
         ast.copy_location(n, like)
     return node
-
-
-def scoped_walk(nodes):
-    """Nodes of ``nodes``, not descending into nested functions, lambdas or classes."""
-    todo = list(nodes)
-    while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                 ast.ClassDef)):
-            todo.extend(ast.iter_child_nodes(node))
 
 
 def assigned(body) -> list[str]:

@@ -15,6 +15,17 @@ MISSING = object()
 NOT_LITERAL = object()
 
 
+def scoped_walk(nodes):
+    """Nodes of ``nodes``, not descending into nested functions, lambdas or classes."""
+    todo = list(nodes)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                 ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
 def literal(code):
     """The value of ``code`` (an ast node or source text) if it is a literal (1.0, None,
     'fro', (0, 1)), else NOT_LITERAL; never raises, however deep the code."""
