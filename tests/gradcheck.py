@@ -276,3 +276,28 @@ def run_clean(jobs):
 
 def draw(shape, rng):
     return rng.uniform(0.5, 1.5, shape).tolist() if shape else float(rng.uniform(0.5, 1.5))
+
+
+def random_body(rnd, names, ops, split, limits, trips) -> list[str]:
+    """The statements of a random program (random.Random ``rnd``): one to four values
+    ``v0, v1, ...``, each one of ``ops`` (``{a} op {b}`` templates) of earlier ``names``,
+    which it extends. Below ``split[0]`` a value is a plain statement, below ``split[1]`` an
+    if/else on ``np.sum(name) > limit``, else a loop of ``randint(*trips)`` iterations."""
+    def op(pool):
+        return rnd.choice(ops).format(a=rnd.choice(pool), b=rnd.choice(pool))
+
+    body = []
+    for k in range(rnd.randint(1, 5)):
+        v = f"v{k}"
+        r = rnd.random()
+        if r < split[0]:
+            body.append(f"    {v} = {op(names)}")
+        elif r < split[1]:
+            body += [f"    if np.sum({rnd.choice(names)}) > {rnd.choice(limits)}:",
+                     f"        {v} = {op(names)}", "    else:", f"        {v} = {op(names)}"]
+        else:
+            body += [f"    {v} = {rnd.choice(names)}",
+                     f"    for i in range({rnd.randint(*trips)}):",
+                     f"        {v} = {op(names + [v])} * 0.5 + {v} * 0.5"]
+        names.append(v)
+    return body

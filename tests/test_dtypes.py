@@ -9,7 +9,17 @@ import warnings
 
 import numpy as np
 import pytest
-from gradcheck import Frozen, both_one, check_grad, fresh_module, load, numeric_grad, outcome, ro
+from gradcheck import (
+    Frozen,
+    both_one,
+    check_grad,
+    fresh_module,
+    load,
+    numeric_grad,
+    outcome,
+    random_body,
+    ro,
+)
 from gradcheck import contract_grads as run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -420,24 +430,8 @@ def _program(rnd: random.Random):
     data = [_variant(rng.uniform(0.5, 1.5, rnd.choice([(3,), (1,), ()])), rnd.choice(kinds))
             for _ in range(n)]
     params = ["x"] + [f"d{i}" for i in range(n)]
-    names, body = list(params), []
-    for k in range(rnd.randint(1, 5)):
-        v = f"v{k}"
-
-        def op(pool):
-            return rnd.choice(OPS).format(a=rnd.choice(pool), b=rnd.choice(pool))
-
-        r = rnd.random()
-        if r < 0.6:
-            body.append(f"    {v} = {op(names)}")
-        elif r < 0.8:
-            body += [f"    if np.sum({rnd.choice(names)}) > {rnd.choice([1.0, 3.0])}:",
-                     f"        {v} = {op(names)}", "    else:", f"        {v} = {op(names)}"]
-        else:
-            body += [f"    {v} = {rnd.choice(names)}",
-                     f"    for i in range({rnd.randint(0, 2)}):",
-                     f"        {v} = {op(names + [v])} * 0.5 + {v} * 0.5"]
-        names.append(v)
+    names = list(params)
+    body = random_body(rnd, names, OPS, split=(0.6, 0.8), limits=[1.0, 3.0], trips=(0, 2))
     final = rnd.choice(FINALS).format(v=rnd.choice(names[1:]), o=rnd.choice(names))
     source = (HEAD + f"def f({', '.join(params)}):\n" + "\n".join(body) +
               f"\n    return {final}\n")

@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 import pytest
-from gradcheck import Frozen, both, frozen_reference, load, numeric_grad, outcome
+from gradcheck import Frozen, both, frozen_reference, load, numeric_grad, outcome, random_body
 from gradcheck import contract_grads as run
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -727,23 +727,9 @@ def _program(rnd: random.Random):
         shape = rnd.choice(SHAPES)
         args.append(rng.uniform(0.5, 1.5, shape) if shape or rnd.random() < 0.5
                     else float(rng.uniform(0.5, 1.5)))
-    names, body = [f"p{i}" for i in range(n)], []
-    for k in range(rnd.randint(1, 5)):
-        v = f"v{k}"
-
-        def op(pool):
-            return rnd.choice(OPS).format(a=rnd.choice(pool), b=rnd.choice(pool))
-
-        kind = rnd.random()
-        if kind < 0.65:
-            body.append(f"    {v} = {op(names)}")
-        elif kind < 0.85:
-            body += [f"    if np.sum({rnd.choice(names)}) > {rnd.choice([1.0, 3.0, 6.0])}:",
-                     f"        {v} = {op(names)}", "    else:", f"        {v} = {op(names)}"]
-        else:
-            body += [f"    {v} = {rnd.choice(names)}", f"    for i in range({rnd.randint(1, 3)}):",
-                     f"        {v} = {op(names + [v])} * 0.5 + {v} * 0.5"]
-        names.append(v)
+    names = [f"p{i}" for i in range(n)]
+    body = random_body(rnd, names, OPS, split=(0.65, 0.85), limits=[1.0, 3.0, 6.0],
+                       trips=(1, 3))
     final = rnd.choice(FINALS).format(v=names[-1], o=rnd.choice(names))
     source = (HEAD + f"def f({', '.join(f'p{i}' for i in range(n))}):\n" + "\n".join(body)
               + f"\n    return {final}\n")
