@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy as sp
 
@@ -53,6 +53,7 @@ class IR:
     # Every free name of the code: its object, and the dict or cell it was found in.
     globals: tuple[tuple[str, object, object], ...] = ()
     guards: tuple[tuple[object, str, object], ...] = ()  # (dict or cell, name, helper called)
+    kinds: dict = field(default_factory=dict)  # parameter -> kinds.Kind it is specialised on
 
 
 class Names:

@@ -28,8 +28,10 @@ RESERVED = ("np", "SymdiffError", *(n for n, v in vars(runtime).items()
                                     if n.startswith("_") and callable(v)))
 
 
-def lower(parsed: Parsed, wrt) -> IR:
-    """Lower ``parsed`` for differentiation with respect to ``wrt`` (names or positions)."""
+def lower(parsed: Parsed, wrt, kinds=None) -> IR:
+    """Lower ``parsed`` for differentiation with respect to ``wrt`` (names or positions),
+    specialised on ``kinds`` (parameter -> kinds.Kind; a parameter left out may be anything).
+    """
     # Lowering recurses through the code as it nests (an expression in a call, a helper
     # inlined in a helper: ten frames a helper), and Python runs code deeper than its
     # default limit of 1000 frames allows that. The frames are Python's own, which since
@@ -37,7 +39,7 @@ def lower(parsed: Parsed, wrt) -> IR:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
     try:
-        return _Lowering(parsed).run(wrt)
+        return dataclasses.replace(_Lowering(parsed).run(wrt), kinds=dict(kinds or {}))
     finally:
         sys.setrecursionlimit(limit)
 

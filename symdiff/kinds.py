@@ -1,0 +1,162 @@
+"""Argument kinds: what a gradient is specialised on, as JAX specialises a trace per abstract
+signature.
+
+A kind says of a value what the generated code depends on, and nothing of what it does
+not (sizes, contents):
+
+- ``Number(float | int | bool)``: a Python number;
+- ``Array(dtype, ndim, scalar)``: a NumPy array of that dtype and number of axes, or a
+  NumPy scalar (``scalar=True``, ndim 0); ``ndim=None``: any number of axes (the float64
+  specialisation that ``.source`` and the CLI show before a call has said more);
+- ``Tuple(items)``, ``List(items)``, ``Dict(keys, items)``: containers, item by item, nested
+  (JAX's pytrees);
+- ``Other(what)``: anything else (None, a string, an object such as ``self``), read but
+  never differentiated.
+
+At a call, ``key`` describes the arguments cheaply (a type, or a small tuple); the gradient
+keeps one compiled function per key, and ``kind`` turns a key's value into the Kind the
+build reads. Nothing here imports SymPy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Number:
+    type: str  # "float", "int" or "bool"
+
+    def __str__(self):
+        return self.type
+
+
+@dataclass(frozen=True)
+class Array:
+    dtype: str  # NumPy's dtype name: "float64", "float32", "uint8", "bool"...
+    ndim: int | None  # None: any
+    scalar: bool = False  # a NumPy scalar (np.float64(1.0)), not a 0-d array
+
+    def __str__(self):
+        if self.scalar:
+            return f"np.{self.dtype}"
+        axes = "" if self.ndim is None else f", {self.ndim}-d"
+        return f"{self.dtype} array{axes}"
+
+    @property
+    def floating(self) -> bool:
+        return np.dtype(self.dtype).kind == "f"
+
+
+@dataclass(frozen=True)
+class Tuple:
+    items: tuple
+
+    def __str__(self):
+        return "(" + ", ".join(map(str, self.items)) + ("," if len(self.items) == 1 else "") + ")"
+
+
+@dataclass(frozen=True)
+class List:
+    items: tuple
+
+    def __str__(self):
+        return "[" + ", ".join(map(str, self.items)) + "]"
+
+
+@dataclass(frozen=True)
+class Dict:
+    keys: tuple
+    items: tuple
+
+    def __str__(self):
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.keys, self.items,
+                                                             strict=True)) + "}"
+
+
+@dataclass(frozen=True)
+class Other:
+    what: str  # "None", "str", the class's name...
+
+    def __str__(self):
+        return self.what
+
+
+Kind = Number | Array | Tuple | List | Dict | Other
+
+FLOAT = Number("float")
+FLOAT64 = Array("float64", None)  # the specialisation shown before a call
+
+# Types whose kind is the type alone: the key of such an argument is its type.
+_NUMBERS = {float: FLOAT, int: Number("int"), bool: Number("bool")}
+_SCALARS = {t: Array(np.dtype(t).name, 0, True) for t in (
+    np.float64, np.float32, np.float16, np.longdouble, np.int64, np.int32, np.int16, np.int8,
+    np.uint64, np.uint32, np.uint16, np.uint8, np.bool_, np.complex128, np.complex64)}
+BY_TYPE = {**_NUMBERS, **_SCALARS}
+
+
+def key(value):
+    """A hashable description of ``value``'s kind, cheap to compute at every call: its type
+    where that says all (numbers, NumPy scalars), else a tuple."""
+    t = type(value)
+    if t in BY_TYPE:
+        return t
+    if t is np.ndarray:
+        return (value.dtype, value.ndim)
+    if t is tuple or t is list:
+        return (t, *map(key, value))
+    if t is dict:
+        return (dict, tuple(value), *map(key, value.values()))
+    return (object, t)
+
+
+def kind(value) -> Kind:
+    """The Kind of ``value`` (see the module's docstring)."""
+    t = type(value)
+    if t in BY_TYPE:
+        return BY_TYPE[t]
+    if isinstance(value, np.ndarray):
+        return Array(value.dtype.name, value.ndim)
+    if isinstance(value, np.generic):
+        return Array(value.dtype.name, 0, True)
+    if t is tuple:
+        return Tuple(tuple(map(kind, value)))
+    if t is list:
+        return List(tuple(map(kind, value)))
+    if t is dict:
+        return Dict(tuple(value), tuple(map(kind, value.values())))
+    if isinstance(value, bool):
+        return Number("bool")
+    if isinstance(value, float):
+        return FLOAT
+    if isinstance(value, int):
+        return Number("int")
+    return Other("None" if value is None else type(value).__name__)
+
+
+def leaves(k: Kind):
+    """The kinds at the leaves of a (nested) container kind, in order; a leaf is itself."""
+    if isinstance(k, (Tuple, List, Dict)):
+        for item in k.items:
+            yield from leaves(item)
+    else:
+        yield k
+
+
+def differentiable(k: Kind) -> bool:
+    """Whether a value of this kind can be differentiated: real numbers and real arrays,
+    and containers of them."""
+    if isinstance(k, (Tuple, List, Dict)):
+        return all(map(differentiable, k.items))
+    if isinstance(k, Number):
+        return True
+    if isinstance(k, Array):
+        return np.dtype(k.dtype).kind in "fiub"
+    return False
+
+
+def text(kinds: dict) -> str:
+    """The kinds of a build, one ``name: kind`` per parameter, for cache keys and headers."""
+    return ", ".join(f"{name}: {k}" for name, k in kinds.items())
