@@ -252,8 +252,9 @@ class Gradient:
         return "$$\\begin{aligned}" + " \\\\ ".join(rows) + "\\end{aligned}$$"
 
 
-def build_source(parsed, wrt, with_value=False, as_tuple=False):
-    """Run the pipeline on a parsed function: returns ``(ir, source)`` of its gradient.
+def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None):
+    """Run the pipeline on a parsed function: returns ``(ir, source)`` of its gradient,
+    specialised on ``kinds`` (parameter name -> kinds.Kind; None or a name left out: any).
 
     Used by ``grad`` and by the CLI (which parses files without running them). Any failure
     that is not a located SymdiffError is reported as one, never as a raw traceback.
@@ -265,7 +266,7 @@ def build_source(parsed, wrt, with_value=False, as_tuple=False):
     from .prune import prune
 
     try:
-        ir = lower(parsed, wrt)
+        ir = lower(parsed, wrt, kinds)
         return ir, emit(prune(differentiate(ir, with_value, as_tuple)))
     except SymdiffError:
         raise
