@@ -31,7 +31,8 @@ import sympy as sp
 
 from .algebra import SumDown, by_value, cse, in_place, whole_floats
 from .ir import IR, Eqn, If, Loop, Names, symbol
-from .shapes import array_results, shape_sources, sources
+from . import kinds as K
+from .shapes import Facts, facts, sources
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class Program:
     shared: tuple[bool, ...] = ()  # per gradient: it may be someone else's array: copy it
     floats: tuple[str, ...] = ()  # parameters the backward sweep computes with (_as_float)
     lists: tuple[str, ...] = ()  # parameters it reads otherwise: a list as an array there
+    facts: Facts | None = None  # what is known of the values (shapes.facts)
+    dtype: str = "float64"  # the float the derivatives compute in (float32 for float32)
 
 
 def differentiate(ir: IR, with_value: bool = False, as_tuple: bool = False) -> Program:
@@ -105,8 +108,11 @@ class _Differentiator:
         self.active = set(ir.wrt)
         self.hoisted: dict[int, dict[int, str]] = {}  # id(eqn) -> {id(call node): temp}
         self.tapes: dict[int, tuple] = {}  # id(loop) -> (tape, names, names set conditionally)
-        self.shapes = shape_sources(ir)
-        self.arrays = array_results(ir)
+        self.facts = facts(ir)
+        self.shapes = dict(self.facts.sources)  # (adjoints are added: they share shapes)
+        self.arrays = self.facts.arrays
+        self.dtype = _float_dtype(ir)
+        self.temp_kinds: dict[str, object] = {}  # hoisted parts of expressions: their kinds
         _mark_active(ir.eqns, self.active)
         # Only what reaches the result gets an adjoint: dead code's local derivative may be
         # nan or inf at the point (np.std of equal entries), and 0 * nan is nan.
@@ -143,32 +149,52 @@ class _Differentiator:
         # The backward sweep may rebind the value's name (a loop's tape restores it).
         value = self.names.fresh("_value") if with_value and self.tapes else ""
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
-                       as_tuple, check, value, shared, floats, self.lists)
+                       as_tuple, check, value, shared, floats, self.lists, self.facts,
+                       self.dtype)
 
     def _floats(self, backward) -> tuple[list, tuple[str, ...]]:
-        """The values the derivatives compute with, in float64: the function's x * K * K
+        """The values the derivatives compute with, as floats: the function's x * K * K
         runs in float64, the derivative's K**2 in K's uint8 would wrap around, and 2*l on a
         list parameter would repeat it. A parameter read by derivatives alone is converted
-        where it is (``floats``, emitted as ``if type(p) is not float: p = _as_float(p)``);
-        one read as an index too, and a module-level array, get a float64 copy
-        (``K_float = _as_float(K)``) that the derivatives read instead.
+        where it is (``floats``: ``p = _as_float(p)``, behind ``if type(p) is not float:``
+        where its kind is not known); one read as an index too, module data (which may be
+        rebound after the build), and values of a kind known not to be floats (a row of an
+        integer array, a list made from a list) get a float copy (``K_float =
+        _as_float(K)``) that the derivatives read instead. Values known to be floats of the
+        precision the derivatives compute in are read as they are.
         """
         in_math = {s.name for line in _flat(backward) if isinstance(line.value, sp.Basic)
                    for s in line.value.free_symbols}
         elsewhere = set(_loads([line if isinstance(line, Block) else dataclasses.replace(
             line, like="") for line in _flat(backward) if not isinstance(line.value, sp.Basic)]))
-        arrays = {name for name, obj, _ in self.ir.globals
-                  if isinstance(obj, (np.ndarray, np.generic))}
-        floats = tuple(p for p in self.ir.params if p in in_math and p not in elsewhere)
+        params = set(self.ir.params)
+        data = {name for name, _ in self.ir.data_globals} | {
+            name for name, obj, _ in self.ir.globals if isinstance(obj, (np.ndarray, np.generic))}
+
+        def known(n):
+            return self.facts.kind(n) if n in self.facts.kinds else self.temp_kinds.get(n)
+
+        def fine(n) -> bool:  # read by the derivatives as it is
+            k = known(n)
+            if isinstance(k, K.Number):
+                return True  # Python's numbers do not wrap, nor repeat
+            if k is None:
+                return n not in params and n not in data  # made here: as the function made it
+            return isinstance(k, K.Array) and k.floating and \
+                np.dtype(k.dtype).itemsize >= np.dtype(self.dtype).itemsize
+        floats = tuple(p for p in self.ir.params if p in in_math and p not in elsewhere
+                       and not fine(p))
         # A list read by an array operation's rule (_matmul_grad(g, X, w, 1)) is an array
         # there, of its own dtype (an index list stays integers).
-        self.lists = tuple(p for p in self.ir.params if p in elsewhere)
-        copied = sorted(in_math & (arrays | set(self.ir.params)) - set(floats))
+        self.lists = tuple(p for p in self.ir.params if p in elsewhere and (
+            known(p) is None or isinstance(known(p), (K.List, K.Tuple))))
+        copied = sorted(n for n in in_math - set(floats) if not fine(n))
         if not copied:
             return backward, floats
         renamed = {symbol(n): symbol(self.names.fresh(n + "_float")) for n in copied}
-        out = [Line(renamed[symbol(n)].name, f"_as_float({n})",
-                    comment="the derivatives compute in float64") for n in copied]
+        precision = "" if self.dtype == "float64" else f", {self.ir.np_alias}.{self.dtype}"
+        out = [Line(renamed[symbol(n)].name, f"_as_float({n}{precision})",
+                    comment=f"the derivatives compute in {self.dtype}") for n in copied]
         return out + _rename(backward, renamed), floats
 
     def _adjoint(self, name) -> str:
@@ -229,7 +255,7 @@ class _Differentiator:
 
     def _made_by_arrays(self, name) -> bool:
         """Whether an array operation's result is among what ``name``'s shape is made of."""
-        return not sources(self.shapes, name).isdisjoint(self.arrays)
+        return any(s in self.arrays or self.facts.ndarray(s) for s in sources(self.shapes, name))
 
     def _settle(self, target, lines, where=("", "")):
         """Sum an adjoint left larger than its variable down to the variable's shape."""
@@ -302,10 +328,18 @@ class _Differentiator:
                                                                          strict=True)]
         calls: dict[int, str] = {}
         for expr, node in reversed(eqn.calls):
-            if expr == eqn.expr or not any(p.has(expr) for p in partials):
+            part = self._part(expr, node)
+            if expr == eqn.expr or part is False or \
+                    not part and not any(p.has(expr) for p in partials):
                 continue
             name = self.names.fresh("_t", numbered=True)
-            replaced = [p.xreplace({expr: symbol(name)}) for p in partials]
+            if part:  # (subs: 2*b in 2*b*y, where has() sees only whole factors)
+                replaced = [p.subs(expr, symbol(name)) for p in partials]
+                self.temp_kinds[name] = part[1]
+                if any(p.has(expr) for p in replaced):
+                    replaced = partials  # (read otherwise too: as before)
+            else:
+                replaced = [p.xreplace({expr: symbol(name)}) for p in partials]
             if replaced == partials:  # has() saw it inside a longer product: not reusable
                 self.names.taken.discard(name)
                 continue
@@ -351,6 +385,21 @@ class _Differentiator:
             self._accumulate(a, c, scope, group, eqn.where, like,
                              out_shape if like == a else None, exact=eqn.out in self.unit,
                              owned=owned and c == dv)
+
+    def _part(self, expr, node):
+        """For a part of an expression without gradient, of a kind that derivatives must
+        not recompute on floats (K * K of uint8 K wraps, b + b of masks is a logical or,
+        2 * l repeats a list): (True, its kind) to read it as the function computed it;
+        False for one of floats (as good recomputed); None for any other part."""
+        if isinstance(node, ast.Call) or any(not a.is_Atom for a in expr.args):
+            return None  # (a call, or two operations or more: reused where needed)
+        if any(n.id in self.active for n in ast.walk(node) if isinstance(n, ast.Name)):
+            return None
+        kind = self.facts.kind_of(node)
+        if isinstance(kind, K.Number) and kind.type == "float" or \
+                isinstance(kind, K.Array) and kind.floating:
+            return False
+        return True, kind
 
     def _sum_down_less(self, c, a):
         """``_unbroadcast(f * h, a)`` as ``f * _unbroadcast(h, a)``, where each factor in f
@@ -489,6 +538,16 @@ class _Differentiator:
                   else f"while {ast.unparse(item.header)}:")
         out.append(Block(header, tuple(body) or (Line("", "pass"),)))
         return out
+
+
+def _float_dtype(ir: IR) -> str:
+    """The float the derivatives compute in: float32 where every differentiated parameter
+    is a float32 (or float16) array or NumPy scalar, as JAX; else float64."""
+    found = [ir.kinds.get(p) for p in ir.wrt]
+    if found and all(isinstance(k, K.Array) and k.dtype in ("float32", "float16")
+                     for k in found):
+        return "float32"
+    return "float64"
 
 
 def _flat(lines):

@@ -95,8 +95,11 @@ def emit(program: Program) -> str:
     if program.value:
         out.append(f"    {program.value} = {ir.result}")
     out.append(f"    {program.seed} = 1.0")
-    for p in program.floats:  # derivatives in float64: not a list, not integers that wrap
-        out.append(f"    if {kind.format(p)} is not float: {p} = _as_float({p})")
+    precision = "" if program.dtype == "float64" else f", {ir.np_alias}.{program.dtype}"
+    for p in program.floats:  # derivatives in floats: not a list, not integers that wrap
+        convert = f"{p} = _as_float({p}{precision})"
+        out.append(f"    {convert}" if p in ir.kinds else
+                   f"    if {kind.format(p)} is not float: {convert}")
     if program.lists:  # what array operations' rules read: a list as an array there
         names = ", ".join(program.lists)
         out.append(f"    {names}{',' if len(program.lists) == 1 else ''} = _arrays({names})")

@@ -316,9 +316,11 @@ class Expressions:
                           "+ - * / ** // % @")
         code = ast.BinOp(left.code, node.op, right.code)
         calls = left.calls + right.calls
-        if isinstance(node.op, ast.Pow) and not b.is_Number or _compound(expr):
+        if isinstance(node.op, ast.Pow) and not b.is_Number or _compound(expr) or \
+                expr.free_symbols and not set(names_in(code)) & self.active:
             # Parts the derivative may need again (x**y for x**y*log(x), e + x*y for
-            # cos(e + x*y)): the backward sweep reuses them if it does.
+            # cos(e + x*y)): the backward sweep reuses them if it does. So may it a part
+            # without gradient (K * K, b + b, 2 * l): as the function computed it.
             calls.append((expr, code))
         return Val(expr, code, calls, depth=max(left.depth, right.depth) + 1)
 

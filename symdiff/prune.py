@@ -17,7 +17,7 @@ import dataclasses
 
 from .differentiate import _IDENT, Block, Line, Program, _flat, _loads
 from .ir import Eqn
-from .shapes import array_results, numpy_guard, shape_sources, sources
+from .shapes import facts, numpy_guard, sources
 
 
 def prune(program: Program) -> Program:
@@ -28,8 +28,8 @@ def prune(program: Program) -> Program:
     never computed: the backward sweep needs its shape alone (``_shape_of(t, z)``).
     """
     ir, grads = program.ir, program.grads
-    shapes = shape_sources(ir)
-    arrays = array_results(ir)
+    known = program.facts or facts(ir)
+    shapes = known.sources
     backward = _live(list(program.backward), {adj for _, adj in grads if adj})
     forward = list(program.forward)
     values, shaped = _uses(backward)  # what the backward sweep reads: values, shapes
@@ -37,20 +37,21 @@ def prune(program: Program) -> Program:
         # name -> (its stand-in's code, the names it reads, guarded, checks anything)
         stand_ins: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {}
         must_run: set[str] = set()
-        certain: set[str] = set()  # names certainly holding NumPy values
+        # names certainly holding NumPy floats (from the kinds, or found below)
+        certain: set[str] = {n for n in known.kinds if known.numpy(n)}
         for eqn in ir.eqns:
             if isinstance(eqn, Eqn) and eqn.out:
-                _stand_in(eqn, ir, shapes, certain, stand_ins, must_run)
+                _stand_in(eqn, ir, known, certain, stand_ins, must_run)
         # (what a guard may name: the values of the function, not its modules)
         operands = set(ir.params) | {n for n, _ in ir.data_globals} | {
             line.target for line in _flat(forward) if line.target}
         forward = _live(forward, values | {p for p, _ in grads}, shaped, stand_ins, must_run,
-                        certain, operands)
+                        certain | set(known.kinds), operands)
     # An array read by the backward sweep only for its shape is let go after its last use
     # in the forward one; one it does not read at all is deleted after its last use.
     kept = values | {p for p, _ in grads} | {ir.result}
     made = {line.target for line in forward if isinstance(line, Line) and line.target
-            and not sources(shapes, line.target).isdisjoint(arrays)} - kept
+            and sources(shapes, line.target)} - kept  # (not a scalar: maybe an array)
     forward = _release(forward, made & shaped, made - shaped)
     floats = tuple(p for p in program.floats if p in values)
     lists = tuple(p for p in program.lists if p in values)
@@ -58,7 +59,7 @@ def prune(program: Program) -> Program:
                                floats=floats, lists=lists)
 
 
-def _stand_in(eqn: Eqn, ir, shapes, certain, stand_ins, must_run):
+def _stand_in(eqn: Eqn, ir, known, certain, stand_ins, must_run):
     """How to have just the shape of ``eqn``'s value, if that is known without it; and
     whether the value is certainly NumPy's (``certain``, read in this order).
 
@@ -67,11 +68,10 @@ def _stand_in(eqn: Eqn, ir, shapes, certain, stand_ins, must_run):
     float. Where Python numbers or lists may be operands (a parameter, say), the stand-in
     is guarded: ``_shape_of(x, y) if _numpy(x, y) else x * y``.
     """
-    found = sources(shapes, eqn.out)
+    found = known.shape(eqn.out)
     if eqn.kind == "array":
-        operands = [n for _, n, _ in eqn.operands]
-        if eqn.op.names[0] != "x[...]" or all(n in certain for n in operands):
-            certain.add(eqn.out)  # NumPy functions and methods return NumPy values
+        # NumPy functions and methods return NumPy values, of a dtype the kinds tell (of
+        # integers, np.max(n) + 300 may overflow: then the statement must run)
         if eqn.op.names[0] not in _REDUCTIONS:
             must_run.add(eqn.out)
             return
@@ -88,11 +88,14 @@ def _stand_in(eqn: Eqn, ir, shapes, certain, stand_ins, must_run):
         function = isinstance(eqn.code, ast.Call) and isinstance(
             eqn.code.func, ast.Attribute) and isinstance(eqn.code.func.value, ast.Name) and \
             eqn.code.func.value.id == ir.np_alias
+        if not function and a in known.kinds and a not in certain:
+            must_run.add(eqn.out)  # a method of what is known not to be a float array
+            return
         guard = () if function or a in certain else (a,)
         reads = (a,)
         checks = axis is not None or a not in certain  # an axis; or a that may not fit
     elif eqn.kind in ("elementwise", "stop_gradient"):
-        found_guard = numpy_guard(eqn, certain, ir)
+        found_guard = numpy_guard(eqn, certain, ir, known)
         guard = found_guard and found_guard[0]
         if found_guard and found_guard[1]:
             certain.add(eqn.out)
@@ -109,7 +112,7 @@ def _stand_in(eqn: Eqn, ir, shapes, certain, stand_ins, must_run):
 
 
 def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=(),
-          certain=(), operands=()) -> list:
+          decided=(), operands=()) -> list:
     """The lines that compute ``needed`` (straight-line ones; blocks all stay).
 
     A line whose value is not needed becomes the computation of its shape alone where
@@ -127,10 +130,14 @@ def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=(),
         elif line.target in shape_only:
             code, reads, guarded, checks = shape_only[line.target]
             values = ()
-            if guarded:  # the statement itself where an operand is not NumPy's: it may raise
+            # The statement itself where an operand is not NumPy's: it may raise. (Names
+            # of known kinds were decided while building.)
+            guard = [n for n in dict.fromkeys(_loads([line])) if n in operands
+                     and n not in decided] if guarded else []
+            if guard:
                 values = list(dict.fromkeys(_loads([line])))
-                guard = ", ".join(n for n in values if n in operands and n not in certain)
-                code = f"{code} if _numpy({guard}) else {ast.unparse(line.value)}"
+                code = f"{code} if _numpy({', '.join(guard)}) else {ast.unparse(line.value)}"
+            guarded = bool(guard)
             if line.target in shapes:
                 kept.append(Line(line.target, code, line.where,
                                  comment="only its shape is needed"))

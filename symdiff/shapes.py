@@ -1,4 +1,6 @@
-"""IR -> what each value's shape is made of: the broadcast of which values' shapes.
+"""IR -> facts about every value the function binds, inferred once: what its shape is made
+of (the broadcast of which values' shapes) and its kind (a Python number, a NumPy value of
+which dtype, a list...), from the parameters' kinds. differentiate, prune and emit read them.
 
 NumPy gives an elementwise result the broadcast shape of its operands. So a value's shape
 is known, relative to others, as the broadcast of a set of *sources*: the parameters, and
@@ -10,6 +12,12 @@ and the forward sweep to know where the function's value is certainly a scalar.
 A claim made here must never be wrong: anything this module cannot read (a call it does
 not know to broadcast, an attribute, a keyword) makes the value its own source.
 
+Kinds (``kinds.Kind``) are known where the gradient is specialised on its parameters'
+kinds: each value's kind is NumPy's own answer, the statement run once on small values of
+its operands' kinds (ones, of one entry per axis) while building. A name whose kind is not
+known (a parameter left generic, module data, which may be rebound after the build, what is
+made from them) may be anything: the generated code then keeps its run-time guards.
+
 ``numpy_guard`` reads the same expressions for what prune needs before it skips one: which
 operands must hold NumPy floats for it to raise only on shapes that do not fit.
 """
@@ -18,10 +26,15 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import math
+import types
+import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
+from . import kinds as K
 from . import rules
 from .ir import IR, Eqn, If, Loop
 
@@ -39,16 +52,79 @@ _FULL_REDUCTIONS = {"np.sum", "np.mean", "np.prod", "np.max", "np.min", "np.var"
                     "np.linalg.norm", "scipy.special.logsumexp"}
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What is certain of the values a function binds (see the module's docstring)."""
+
+    sources: dict[str, Sources]  # name -> the sources whose broadcast is its shape
+    kinds: dict[str, K.Kind]  # name -> its kind; a name left out may be anything
+    arrays: frozenset[str]  # the names array operations bind (see array_results)
+    samples: dict  # name -> a small value of its kind (for kind_of)
+    functions: dict  # free name -> the function or module it refers to (when known safe)
+
+    def shape(self, name) -> Sources:
+        return sources(self.sources, name)
+
+    def kind(self, name):
+        return self.kinds.get(name)
+
+    def numpy(self, name) -> bool:
+        """Certainly a NumPy float: an array or a NumPy scalar of a floating dtype."""
+        k = self.kinds.get(name)
+        return isinstance(k, K.Array) and k.floating
+
+    def ndarray(self, name) -> bool:
+        """Certainly a NumPy array of floats (not a NumPy scalar: a list times np.float64
+        raises where times an array it broadcasts)."""
+        k = self.kinds.get(name)
+        return isinstance(k, K.Array) and k.floating and not k.scalar
+
+    def scalar(self, name) -> bool:
+        """Certainly a number: a Python number or a NumPy scalar (not a 0-d array)."""
+        k = self.kinds.get(name)
+        return isinstance(k, K.Number) or isinstance(k, K.Array) and k.scalar
+
+    def float_like(self, name, dtype="float64") -> bool:
+        """Certainly a float of ``dtype``'s precision or more (a Python float is float64):
+        the derivatives may compute with it as it is."""
+        k = self.kinds.get(name)
+        if isinstance(k, K.Number):
+            return k.type == "float" or k.type == "int"  # Python's ints do not wrap
+        return isinstance(k, K.Array) and k.floating and \
+            np.dtype(k.dtype).itemsize >= np.dtype(dtype).itemsize
+
+    def kind_of(self, node, names=None):
+        """The kind of the value of expression ``node`` (code of the function's names),
+        or None where not known."""
+        return _evaluate(node, {**self.samples, **(names or {})}, self.functions)
+
+
+def facts(ir: IR) -> Facts:
+    """The Facts of ``ir``'s values, from its parameters' kinds (``ir.kinds``)."""
+    functions = {name: obj for name, obj, _ in ir.globals}
+    found: dict[str, Sources] = {}
+    known: dict[str, K.Kind] = {}
+    samples: dict = {}
+    for p in ir.params:
+        k = ir.kinds.get(p)
+        sample = _sample(k)
+        if sample is not _NONE:
+            known[p], samples[p] = k, sample
+            if _is_scalar(k):
+                found[p] = frozenset()
+    safe = {name: obj for name, obj in functions.items() if _safe(obj)}
+    walk = _Walk(found, known, samples, functions, safe, ir.np_alias)
+    walk.items(ir.eqns)
+    return Facts(found, known, frozenset(_array_results(ir.eqns)), samples, safe)
+
+
 def shape_sources(ir: IR) -> dict[str, Sources]:
     """For each name the function binds, the sources whose broadcast is its shape.
 
     Example: for ``y = x * w + 1; s = np.sum(y); r = s * x`` the result maps y to
     {x, w}, s to {} (a scalar) and r to {x}. A name missing from the map is its own source.
     """
-    found: dict[str, Sources] = {}
-    functions = {name: obj for name, obj, _ in ir.globals}
-    _walk(ir.eqns, found, functions, ir.np_alias)
-    return found
+    return facts(ir).sources
 
 
 def sources(found: dict[str, Sources], name: str) -> Sources:
@@ -79,19 +155,142 @@ def _array_results(items) -> set[str]:
     return names
 
 
-def _walk(items, found, functions, np_alias):
-    for item in items:
-        if isinstance(item, Eqn):
-            if item.out:
-                found[item.out] = _eqn(item, found, functions, np_alias)
-        elif isinstance(item, If):
-            _walk(item.then, found, functions, np_alias)
-            _walk(item.orelse, found, functions, np_alias)
-        elif isinstance(item, Loop):
-            _walk(item.body, found, functions, np_alias)
+class _Walk:
+    """The statements in order, each value's shape sources and kind from its operands'."""
+
+    def __init__(self, found, known, samples, functions, safe, np_alias):
+        self.found, self.known, self.samples = found, known, samples
+        self.functions, self.safe, self.np_alias = functions, safe, np_alias
+
+    def items(self, items):
+        for item in items:
+            if isinstance(item, Eqn):
+                if item.out:
+                    self.eqn(item)
+            elif isinstance(item, If):
+                self.items(item.then)
+                self.items(item.orelse)
+                for merged, then, orelse in item.phis:
+                    self.bind(merged, _join(self.known.get(then), self.known.get(orelse)))
+            elif isinstance(item, Loop):
+                self.loop(item)
+
+    def loop(self, loop: Loop):
+        # A carried variable keeps its kind if each iteration leaves it of the kind it
+        # found; else it may be anything (and each iteration is read again so).
+        for phi, init, _ in loop.carried:
+            self.bind(phi, self.known.get(init) if init else None)
+        for _ in range(2):
+            if loop.target:
+                self.bind(loop.target, _evaluate(ast.Call(
+                    ast.Name("next", ast.Load()), [ast.Call(ast.Name("iter", ast.Load()),
+                                                            [loop.header], [])], []),
+                    self.samples, {**self.safe, "next": next, "iter": iter})
+                    if loop.kind == "for" else None)
+            self.items(loop.body)
+            changed = False
+            for phi, _, nxt in loop.carried:
+                joined = _join(self.known.get(phi), self.known.get(nxt))
+                if joined != self.known.get(phi):
+                    self.bind(phi, joined)
+                    changed = True
+            if not changed:
+                return
+
+    def bind(self, name, kind):
+        sample = _sample(kind)
+        if sample is _NONE:
+            self.known.pop(name, None)
+            self.samples.pop(name, None)
+        else:
+            self.known[name], self.samples[name] = kind, sample
+
+    def eqn(self, eqn: Eqn):
+        shape = _eqn(eqn, self.found, self.functions, self.np_alias, self.known)
+        kind = None
+        if eqn.kind != "assert":
+            kind = _evaluate(eqn.code, self.samples, self.safe)
+            if isinstance(kind, K.Array) and kind.ndim is not None and any(
+                    isinstance(self.known.get(n), K.Array) and self.known[n].ndim is None
+                    for n in eqn.inputs) and not (shape == frozenset() and kind.scalar):
+                kind = K.Array(kind.dtype, None)  # of an operand of any ndim: any too
+        self.bind(eqn.out, kind)
+        if _is_scalar(self.known.get(eqn.out)):
+            shape = frozenset()
+        self.found[eqn.out] = shape
 
 
-def _eqn(eqn: Eqn, found, functions, np_alias) -> Sources:
+_NONE = object()  # no sample: the kind is not known
+
+
+def _sample(kind):
+    """A small value of ``kind`` (ones, one entry per axis), or _NONE."""
+    match kind:
+        case K.Number(type=t):
+            return {"float": 0.5, "int": 1, "bool": True}[t]
+        case K.Array(dtype=dtype, ndim=ndim, scalar=scalar):
+            if np.dtype(dtype).kind not in "fiub":
+                return _NONE
+            if scalar:
+                return np.dtype(dtype).type(1)
+            return np.ones((1,) * (1 if ndim is None else ndim), dtype=dtype)
+        case K.List(items=items) | K.Tuple(items=items):
+            made = [_sample(k) for k in items]
+            if any(m is _NONE for m in made):
+                return _NONE
+            return made if isinstance(kind, K.List) else tuple(made)
+    return _NONE
+
+
+def _is_scalar(kind) -> bool:
+    """Of shape (): a number, a NumPy scalar or a 0-d array."""
+    return isinstance(kind, K.Number) or isinstance(kind, K.Array) and kind.ndim == 0
+
+
+def _join(a, b):
+    return a if a == b else None
+
+
+def _safe(obj) -> bool:
+    """Whether calling ``obj`` on small values while building is harmless: NumPy's, math's
+    and the builtins' functions (never the user's, which may print or change things)."""
+    if isinstance(obj, types.ModuleType):
+        return obj is np or obj is math or obj.__name__.startswith(("numpy.", "scipy."))
+    if isinstance(obj, np.ufunc):
+        return True
+    module = getattr(obj, "__module__", None) or ""
+    return callable(obj) and (module == "builtins" and obj not in _UNSAFE_BUILTINS
+                              or module.split(".")[0] in ("numpy", "math", "scipy"))
+
+
+_UNSAFE_BUILTINS = (print, input, open, exec, eval, compile, breakpoint, __import__,
+                    setattr, delattr, globals, locals, vars, exit, quit, help)
+
+
+def _evaluate(node, samples, functions):
+    """The kind of ``node``'s value on the samples, as NumPy computes it; None where that
+    is not known (a name without a sample, a call of anything but NumPy's, an error)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id not in samples and n.id not in functions:
+            return None
+        if isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
+            return None
+        if isinstance(n, ast.Call) and not isinstance(n.func, (ast.Name, ast.Attribute)):
+            return None
+    tree = ast.fix_missing_locations(ast.Expression(copy.deepcopy(node)))
+    try:
+        code = compile(tree, "<kinds>", "eval")
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            value = eval(code, {"__builtins__": {}, **functions},  # noqa: S307
+                         {k: copy.copy(v) for k, v in samples.items()})
+    except Exception:
+        return None
+    kind = K.kind(value)
+    return kind if _sample(kind) is not _NONE else None
+
+
+def _eqn(eqn: Eqn, found, functions, np_alias, known=None) -> Sources:
     own = frozenset((eqn.out,))
     if eqn.kind == "array":
         statics = dict(eqn.statics)
@@ -102,7 +301,7 @@ def _eqn(eqn: Eqn, found, functions, np_alias) -> Sources:
     if eqn.kind not in ("elementwise", "stop_gradient"):  # stop_gradient(v) is v when run
         return own
     try:
-        return _expr(eqn.code, found, functions, np_alias)
+        return _expr(eqn.code, found, functions, np_alias, known or {})
     except _Unknown:
         return own
 
@@ -111,7 +310,10 @@ class _Unknown(Exception):
     """Raised inside the walk of an expression whose shape this module cannot explain."""
 
 
-def _expr(node, found, functions, np_alias) -> Sources:
+def _expr(node, found, functions, np_alias, known) -> Sources:
+    def listed(n) -> bool:  # certainly a list or tuple (l + l, 2 * l: not elementwise)
+        return isinstance(n, ast.Name) and isinstance(known.get(n.id), (K.List, K.Tuple))
+
     def walk(n) -> Sources:
         match n:
             case ast.Constant(value=bool() | int() | float() | None):
@@ -121,10 +323,15 @@ def _expr(node, found, functions, np_alias) -> Sources:
             case ast.Attribute(value=ast.Name(id=root), attr=attr) if (
                     root == np_alias and attr in _SCALAR_ATTRIBUTES):
                 return frozenset()
-            case ast.BinOp(op=op) if isinstance(op, _ARITHMETIC):
+            case ast.BinOp(op=op) if isinstance(op, _ARITHMETIC) and not (
+                    listed(n.left) and not _numpy_operand(n.right, known)
+                    or listed(n.right) and not _numpy_operand(n.left, known)):
                 return walk(n.left) | walk(n.right)
             case ast.UnaryOp(op=ast.USub() | ast.UAdd()):
                 return walk(n.operand)
+            case ast.Call(keywords=[], args=[arg]) if _full_reduction(
+                    _function(n.func, functions, np_alias)):
+                return frozenset()  # np.max(x) (in stop_gradient): a scalar
             case ast.Call(keywords=[]):
                 fn = _function(n.func, functions, np_alias)
                 if any(fn is f for f in _FLOAT_VALUED):
@@ -139,6 +346,17 @@ def _expr(node, found, functions, np_alias) -> Sources:
     return walk(node)
 
 
+def _numpy_operand(node, known) -> bool:
+    """Certainly a NumPy array (not a scalar): a list operand broadcasts against it."""
+    k = known.get(node.id) if isinstance(node, ast.Name) else None
+    return isinstance(k, K.Array) and not k.scalar
+
+
+def _full_reduction(fn) -> bool:
+    return any(fn is f for f in (np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin,
+                                 np.var, np.std))
+
+
 def _broadcasts(fn) -> bool:
     """An elementwise NumPy function of one result that broadcasts its operands (not a
     generalized ufunc such as np.matmul, nor np.modf's two results)."""
@@ -147,49 +365,58 @@ def _broadcasts(fn) -> bool:
     return any(fn is f for f in _BROADCASTING)
 
 
-def numpy_guard(eqn: Eqn, certain: set[str], ir: IR) -> tuple[tuple[str, ...], bool] | None:
-    """The names that must hold NumPy values (not Python numbers or lists) for each
+def numpy_guard(eqn: Eqn, certain: set[str], ir: IR, facts: Facts | None = None
+                ) -> tuple[tuple[str, ...], bool] | None:
+    """The names that must hold NumPy floats (not Python numbers or lists) for each
     operation of the elementwise ``eqn`` to be NumPy's, which raises only where shapes do
     not fit; None where it may raise whatever they hold (math.log(-1.0), float(an array),
-    an integer array to a negative power). ``certain``: names known to hold NumPy values.
-    An operation with one NumPy operand is NumPy's: ``x * s`` needs nothing of x when s
-    is certain. Returns the guard, and whether the value is certainly NumPy's without it.
+    an integer array to a negative power, a NumPy scalar times a list). ``certain``: names
+    known to hold NumPy floats; ``facts``: the kinds known of others. An operation with a
+    NumPy array operand is NumPy's: ``x * s`` needs nothing of s when x is certain. Returns
+    the guard, and whether the value is certainly NumPy's without it.
 
     Python numbers raise where NumPy does not (1.0 / 0.0), and lists where NumPy
     broadcasts them (2.0 * [1.0]), so a statement run for its value alone may be skipped
     only behind this guard.
     """
     functions = {name: obj for name, obj, _ in ir.globals}
+    known = facts.kinds if facts is not None else {}
     guard: dict[str, None] = {}
 
-    def names(nodes):
-        return [n.id for node in nodes for n in ast.walk(node)
-                if isinstance(n, ast.Name) and n.id not in certain]
-
-    def operation(operands) -> bool:
+    def operation(operands) -> str:
         found = [walk(o) for o in operands]  # (walk all: each may raise on its own)
-        if any(found):
-            return True
-        uncertain = names(operands)
-        if not uncertain:
+        if "array" in found:
+            return "array"
+        names = [n.id for node in operands for n in ast.walk(node)
+                 if isinstance(n, ast.Name) and n.id not in certain]
+        unknown = [n for n in names if n not in known]
+        # A known operand that is not a NumPy float: a number takes NumPy's arithmetic
+        # from a NumPy operand; anything else (a list, integers, booleans) may raise.
+        if any(not isinstance(known[n], K.Number) for n in names if n in known):
+            raise _Unknown
+        if not unknown and not any(found):
             raise _Unknown  # numbers alone: Python's arithmetic
-        guard.update(dict.fromkeys(uncertain))
-        return True
+        guard.update(dict.fromkeys(unknown))
+        return "guarded"
 
-    def walk(n) -> bool:  # whether n is certainly NumPy's (once the guard holds)
+    def walk(n) -> str | None:  # "array", "scalar": certainly NumPy's (once guarded)
         match n:
             case ast.Constant(value=bool() | int() | float() | None):
-                return False
+                return None
             case ast.Name(id=name):
-                return name in certain
+                if name in certain:
+                    k = known.get(name)
+                    return "scalar" if isinstance(k, K.Array) and k.scalar else \
+                        "array" if k is not None else "guarded"
+                return None
             case ast.Attribute(value=ast.Name(id=root), attr=attr) if (
                     root == ir.np_alias and attr in _SCALAR_ATTRIBUTES):
-                return False
+                return None
             case ast.BinOp(op=op) if isinstance(op, _ARITHMETIC) and not (
                     isinstance(op, ast.Pow) and not _safe_power(n.right)):
                 return operation([n.left, n.right])
             case ast.UnaryOp(op=ast.USub() | ast.UAdd()):
-                return walk(n.operand)
+                return operation([n.operand])
             case ast.Call(keywords=[]) if _broadcasts(
                     fn := _function(n.func, functions, ir.np_alias)) and not (
                     fn is np.power and (len(n.args) < 2 or not _safe_power(n.args[1]))):
@@ -200,7 +427,7 @@ def numpy_guard(eqn: Eqn, certain: set[str], ir: IR) -> tuple[tuple[str, ...], b
         numpy = walk(eqn.code)
     except _Unknown:
         return None
-    return tuple(guard), numpy and not guard
+    return tuple(guard), bool(numpy) and not guard
 
 
 def _safe_power(exponent) -> bool:
