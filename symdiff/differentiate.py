@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
+from . import kinds as K
 from .algebra import SumDown, by_value, cse, in_place, whole_floats
 from .ir import IR, Eqn, If, Loop, Names, symbol
-from . import kinds as K
 from .shapes import Facts, facts, sources
 
 
@@ -81,6 +81,7 @@ class Program:
     shared: tuple[bool, ...] = ()  # per gradient: it may be someone else's array: copy it
     floats: tuple[str, ...] = ()  # parameters the backward sweep computes with (_as_float)
     lists: tuple[str, ...] = ()  # parameters it reads otherwise: a list as an array there
+    aux: str = ""  # has_aux: the name that keeps aux for the return
     facts: Facts | None = None  # what is known of the values (shapes.facts)
     dtype: str = "float64"  # the float the derivatives compute in (float32 for float32)
 
@@ -148,8 +149,9 @@ class _Differentiator:
         check = sources(self.shapes, self.ir.result) != frozenset()
         # The backward sweep may rebind the value's name (a loop's tape restores it).
         value = self.names.fresh("_value") if with_value and self.tapes else ""
+        aux = self.names.fresh("_aux_value") if self.ir.aux and self.tapes else self.ir.aux
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
-                       as_tuple, check, value, shared, floats, self.lists, self.facts,
+                       as_tuple, check, value, shared, floats, self.lists, aux, self.facts,
                        self.dtype)
 
     def _floats(self, backward) -> tuple[list, tuple[str, ...]]:
@@ -503,9 +505,11 @@ class _Differentiator:
                     if id(node) in calls:
                         out.append(Line(calls[id(node)], _replace(node, calls, skip=id(node)),
                                         item.where))
+                comment = "" if item.kind != "stop_gradient" else \
+                    "aux: returned as computed, not differentiated" \
+                    if item.out == self.ir.aux else "stop_gradient: no gradient flows back"
                 out.append(Line(item.out, _replace(item.code, calls), item.where,
-                                comment="stop_gradient: no gradient flows back"
-                                if item.kind == "stop_gradient" else ""))
+                                comment=comment))
             elif isinstance(item, If):
                 then = self._forward(item.then) + [
                     Line(m, ast.Name(t, ast.Load()), item.where) for m, t, _ in item.phis]

@@ -329,7 +329,7 @@ def _expr(node, found, functions, np_alias, known) -> Sources:
                 return walk(n.left) | walk(n.right)
             case ast.UnaryOp(op=ast.USub() | ast.UAdd()):
                 return walk(n.operand)
-            case ast.Call(keywords=[], args=[arg]) if _full_reduction(
+            case ast.Call(keywords=[], args=[_]) if _full_reduction(
                     _function(n.func, functions, np_alias)):
                 return frozenset()  # np.max(x) (in stop_gradient): a scalar
             case ast.Call(keywords=[]):
