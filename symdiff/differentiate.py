@@ -32,6 +32,7 @@ import sympy as sp
 from . import kinds as K
 from .algebra import SumDown, by_value, cse, in_place, whole_floats
 from .ir import IR, Eqn, If, Loop, Names, symbol
+from .rules import call
 from .shapes import Facts, facts, sources
 
 
@@ -184,13 +185,21 @@ class _Differentiator:
                 return n not in params and n not in data  # made here: as the function made it
             return isinstance(k, K.Array) and k.floating and \
                 np.dtype(k.dtype).itemsize >= np.dtype(self.dtype).itemsize
+        # (a float32 parameter's copy has another name: its gradient is a float32 too)
         floats = tuple(p for p in self.ir.params if p in in_math and p not in elsewhere
-                       and not fine(p))
+                       and not fine(p) and not (isinstance(known(p), K.Array)
+                                                and known(p).floating))
         # A list read by an array operation's rule (_matmul_grad(g, X, w, 1)) is an array
         # there, of its own dtype (an index list stays integers).
         self.lists = tuple(p for p in self.ir.params if p in elsewhere and (
             known(p) is None or isinstance(known(p), (K.List, K.Tuple))))
         copied = sorted(n for n in in_math - set(floats) if not fine(n))
+        # A value the function made (in a loop, maybe) is converted where it is read.
+        made = {symbol(n): call("_as_float" if self.dtype == "float64" else "_as_float32")(
+            symbol(n)) for n in copied if n not in params and n not in data}
+        copied = [n for n in copied if symbol(n) not in made]
+        if made:
+            backward = _rename(backward, made)
         if not copied:
             return backward, floats
         renamed = {symbol(n): symbol(self.names.fresh(n + "_float")) for n in copied}

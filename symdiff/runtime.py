@@ -83,7 +83,8 @@ def _zip_len(*arrays, strict=False):
 
 
 def _fit(g, x, copy=False):
-    """The gradient ``g`` as the caller expects it: x's shape, float64, an array of its own.
+    """The gradient ``g`` as the caller expects it: x's shape and float precision, an array
+    of its own.
 
     ``copy``: ``g`` may be an array the caller can see (an argument, module data, another
     gradient), so it is copied even where its shape and type already fit.
@@ -95,12 +96,18 @@ def _fit(g, x, copy=False):
             return g
         if type(g) in _SCALARS:
             return float(g)
+    # float32 and float16 give gradients of their own precision (as JAX); anything else
+    # (integers, booleans, lists) float64.
+    dtype = getattr(x, "dtype", None)
+    dtype = dtype if dtype is not None and dtype.kind == "f" and dtype.itemsize < 8 \
+        else np.float64
     if np.ndim(x) == 0 and not isinstance(x, np.ndarray):
-        return float(np.asarray(g, dtype=np.float64).reshape(()))
-    if (not copy and type(g) is np.ndarray and g.dtype == np.float64
+        value = np.asarray(g, dtype=dtype).reshape(())
+        return float(value) if dtype is np.float64 else value[()]
+    if (not copy and type(g) is np.ndarray and g.dtype == dtype
             and g.shape == np.shape(x) and g.flags.owndata and g.flags.writeable):
         return g  # computed here, for this gradient alone: no copy needed
-    return np.array(np.broadcast_to(g, np.shape(x)), dtype=np.float64)
+    return np.array(np.broadcast_to(g, np.shape(x)), dtype=dtype)
 
 
 def _not_in_place(value, message, hint, *others):
@@ -172,17 +179,24 @@ class _Shape:
         return f"<shape {self.shape} of a value the gradient does not compute>"
 
 
-def _as_float(value):
+def _as_float(value, dtype=np.float64):
     """A value as the derivatives compute with it: a list, a tuple, or an integer, boolean
-    or smaller float array as a float64 array (2 * [1.0] would repeat the list; a uint8
-    array's K**2 would wrap around, a float16 one's overflow); anything else as it is."""
+    or smaller float array as an array of ``dtype`` (float64, or float32 where the gradient
+    is computed in float32) (2 * [1.0] would repeat the list; a uint8 array's K**2 would
+    wrap around, a float16 one's overflow); anything else as it is."""
+    size = np.dtype(dtype).itemsize
     if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and (
-            value.dtype.kind in "biu" or value.dtype.kind == "f" and value.itemsize < 8):
-        return np.asarray(value, dtype=np.float64)
+            value.dtype.kind in "biu" or value.dtype.kind == "f" and value.itemsize < size):
+        return np.asarray(value, dtype=dtype)
     if isinstance(value, np.generic) and (
-            value.dtype.kind in "biu" or value.dtype.kind == "f" and value.itemsize < 8):
-        return np.float64(value)  # a NumPy scalar stays a scalar
+            value.dtype.kind in "biu" or value.dtype.kind == "f" and value.itemsize < size):
+        return np.dtype(dtype).type(value)  # a NumPy scalar stays a scalar
     return value
+
+
+def _as_float32(value):
+    """``_as_float(value, np.float32)``: for a gradient computed in float32."""
+    return _as_float(value, np.float32)
 
 
 def _arrays(*values):

@@ -112,7 +112,8 @@ def facts(ir: IR) -> Facts:
             known[p], samples[p] = k, sample
             if _is_scalar(k):
                 found[p] = frozenset()
-    safe = {name: obj for name, obj in functions.items() if _safe(obj)}
+    safe = {**{name: obj for name, obj in _BUILTINS.items() if name not in functions},
+            **{name: obj for name, obj in functions.items() if _safe(obj)}}
     walk = _Walk(found, known, samples, functions, safe, ir.np_alias)
     walk.items(ir.eqns)
     return Facts(found, known, frozenset(_array_results(ir.eqns)), samples, safe)
@@ -171,7 +172,7 @@ class _Walk:
                 self.items(item.then)
                 self.items(item.orelse)
                 for merged, then, orelse in item.phis:
-                    self.bind(merged, _join(self.known.get(then), self.known.get(orelse)))
+                    self.merge(merged, then, orelse)
             elif isinstance(item, Loop):
                 self.loop(item)
 
@@ -179,7 +180,7 @@ class _Walk:
         # A carried variable keeps its kind if each iteration leaves it of the kind it
         # found; else it may be anything (and each iteration is read again so).
         for phi, init, _ in loop.carried:
-            self.bind(phi, self.known.get(init) if init else None)
+            self.merge(phi, init)
         for _ in range(2):
             if loop.target:
                 self.bind(loop.target, _evaluate(ast.Call(
@@ -189,13 +190,24 @@ class _Walk:
                     if loop.kind == "for" else None)
             self.items(loop.body)
             changed = False
-            for phi, _, nxt in loop.carried:
-                joined = _join(self.known.get(phi), self.known.get(nxt))
-                if joined != self.known.get(phi):
-                    self.bind(phi, joined)
-                    changed = True
+            for phi, init, nxt in loop.carried:
+                before = (self.known.get(phi), self.found.get(phi))
+                self.merge(phi, init, nxt)
+                changed |= (self.known.get(phi), self.found.get(phi)) != before
             if not changed:
                 return
+
+    def merge(self, name, *names):
+        """A name that holds one of several names' values (a branch's, an iteration's;
+        None: not bound): their kind where they agree, a scalar's shape where each is
+        a number."""
+        found = [self.known.get(n) if n else None for n in names]
+        self.bind(name, found[0] if all(k == found[0] for k in found) else None)
+        if all(n and (_is_scalar(self.known.get(n)) or self.found.get(n) == frozenset())
+               for n in names):
+            self.found[name] = frozenset()
+        else:
+            self.found.pop(name, None)
 
     def bind(self, name, kind):
         sample = _sample(kind)
@@ -227,19 +239,25 @@ def _sample(kind):
     """A small value of ``kind`` (ones, one entry per axis), or _NONE."""
     match kind:
         case K.Number(type=t):
-            return {"float": 0.5, "int": 1, "bool": True}[t]
+            return {"float": 0.5, "int": 0, "bool": True}[t]
         case K.Array(dtype=dtype, ndim=ndim, scalar=scalar):
             if np.dtype(dtype).kind not in "fiub":
                 return _NONE
             if scalar:
                 return np.dtype(dtype).type(1)
-            return np.ones((1,) * (1 if ndim is None else ndim), dtype=dtype)
+            if ndim is None:
+                return np.ones(1, dtype=dtype).view(_AnyAxes)
+            return np.ones((1,) * ndim, dtype=dtype)
         case K.List(items=items) | K.Tuple(items=items):
             made = [_sample(k) for k in items]
             if any(m is _NONE for m in made):
                 return _NONE
             return made if isinstance(kind, K.List) else tuple(made)
     return _NONE
+
+
+class _AnyAxes(np.ndarray):
+    """The sample of an array of any ndim (tried as 1-d, then 4-d)."""
 
 
 def _is_scalar(kind) -> bool:
@@ -263,6 +281,9 @@ def _safe(obj) -> bool:
                               or module.split(".")[0] in ("numpy", "math", "scipy"))
 
 
+# What loop headers and shapes call, where the function has no name of its own for them.
+_BUILTINS = {f.__name__: f for f in (range, len, int, float, bool, abs, min, max, round,
+                                     enumerate, zip, next, iter, tuple, list)}
 _UNSAFE_BUILTINS = (print, input, open, exec, eval, compile, breakpoint, __import__,
                     setattr, delattr, globals, locals, vars, exit, quit, help)
 
@@ -280,14 +301,22 @@ def _evaluate(node, samples, functions):
     tree = ast.fix_missing_locations(ast.Expression(copy.deepcopy(node)))
     try:
         code = compile(tree, "<kinds>", "eval")
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            value = eval(code, {"__builtins__": {}, **functions},  # noqa: S307
-                         {k: copy.copy(v) for k, v in samples.items()})
     except Exception:
         return None
-    kind = K.kind(value)
-    return kind if _sample(kind) is not _NONE else None
+    # An array of any ndim is a 1-d sample; where the code needs more axes (an axis=1),
+    # a 4-d one.
+    for attempt in (samples, {k: np.ones((1,) * 4, v.dtype).view(_AnyAxes)
+                              if isinstance(v, _AnyAxes) else v for k, v in samples.items()}):
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                value = eval(code, {"__builtins__": {}, **functions},  # noqa: S307
+                             {k: copy.copy(v) for k, v in attempt.items()})
+        except Exception:
+            continue
+        kind = K.kind(value)
+        return kind if _sample(kind) is not _NONE else None
+    return None
 
 
 def _eqn(eqn: Eqn, found, functions, np_alias, known=None) -> Sources:

@@ -89,8 +89,8 @@ def contract_grads(f, args, wrt=(0,)):
     """The gradients of ``f`` at ``args`` (a tuple), checking the output contract.
 
     Gradients have their parameter's shape, are float64 (a float for a scalar that is not
-    an ndarray), share no memory with the inputs or with each other, and the inputs are
-    left unchanged; value_and_grad gives the same gradients.
+    an ndarray; float32 for a float32 one), share no memory with the inputs or with each
+    other, and the inputs are left unchanged; value_and_grad gives the same gradients.
     """
     copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
     grads = grad(f, wrt=tuple(wrt))(*args)
@@ -102,15 +102,17 @@ def contract_grads(f, args, wrt=(0,)):
         np.testing.assert_array_equal(g, h)
     for k, (i, g) in enumerate(zip(wrt, grads, strict=True)):
         assert np.shape(g) == np.shape(args[i])
+        single = getattr(args[i], "dtype", None) == np.float32
         if isinstance(args[i], np.ndarray):
-            assert isinstance(g, np.ndarray) and g.dtype == np.float64
+            assert isinstance(g, np.ndarray) and g.dtype == (np.float32 if single else
+                                                             np.float64)
             assert g.flags.writeable
             for a in args:
                 assert not (isinstance(a, np.ndarray) and np.shares_memory(g, a))
             for other in grads[k + 1:]:
                 assert not (isinstance(other, np.ndarray) and np.shares_memory(g, other))
         else:
-            assert isinstance(g, float)
+            assert isinstance(g, np.float32 if single else float)
     return grads
 
 

@@ -55,8 +55,8 @@ def test_scalar_kinds(arg):
     expected = math.cos(float(arg))
     if isinstance(arg, np.ndarray):
         assert isinstance(g, np.ndarray) and g.shape == () and g.dtype == np.float64
-    else:
-        assert type(g) is float
+    else:  # (a float32 in, a float32 out, as JAX)
+        assert type(g) is (np.float32 if isinstance(arg, np.float32) else float)
     assert g == pytest.approx(expected, rel=1e-6)
 
 
@@ -288,12 +288,8 @@ def scaled(x):
 """)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "differentiate._floats (K_float, since 158d6a1): the derivative of x * (K * K) reads "
-    "K_float = _as_float(K) and computes K_float**2 = 400, but the function computed K * K "
-    "in K's uint8 (144): the gradient of what the function computes is 144. Where the "
-    "function's integer arithmetic wraps, a float64 copy differs from it"))
 def test_module_uint8_squared_before_the_float_operand():
+    # K * K wraps in uint8 in the function: the derivative reads its value, as computed
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected = (DT.K8 * DT.K8).astype(np.float64)
@@ -321,28 +317,19 @@ def test_float16_parameter_squared_in_float16():
     np.testing.assert_allclose(outcome(lambda: grad(DT.half_param)(X2, h)), [90000.0, 4.0])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "For boolean masks b + b is logical or (True), so x * (b + b) has gradient b; SymPy "
-    "folds b + b into 2*b and the backward sweep computes it on _as_float(b): gradient 2*b "
-    "(wrong by a factor 2 wherever the mask is set)"))
+# b + b on masks is a logical or (SymPy's 2*b would double the gradient)
 @pytest.mark.parametrize("b", [np.array([True, False]), np.True_], ids=["array", "np.bool_"])
 def test_boolean_masks_added_are_a_logical_or(b):
     assert DT.masks_or(X2, b) == pytest.approx(np.sum(X2 * b))
     np.testing.assert_allclose(grad(DT.masks_or)(X2, b), np.broadcast_to(b, (2,)) * 1.0)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "The same for module data: M + M is a logical or, the derivative reads "
-    "2*M_float (differentiate._floats): gradient [2, 0] instead of [1, 0]"))
 def test_module_boolean_masks_added_are_a_logical_or():
     np.testing.assert_allclose(grad(DT.module_masks_or)(X2), [1.0, 0.0])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "_as_float converts parameters and module arrays only: an integer array made from one "
-    "(r = n[0], stop_gradient(n), a row of a for loop over n) is read by the derivative of "
-    "x * r * r as r**2 in uint8, which wraps (144 for 20**2) while the function computes "
-    "(x * r) * r in float64: gradient [144, 9] instead of [400, 9]"))
+# uint8 values made from a parameter are read by the derivatives as floats, as x * r * r
+# computes with them (r**2 in uint8 would wrap around)
 @pytest.mark.parametrize("name", ["row", "row_sg", "rows"])
 def test_uint8_values_made_from_a_parameter_wrap_around(name):
     f = getattr(DT, name)
@@ -359,12 +346,8 @@ def test_module_uint8_scalar_squared():
         np.testing.assert_allclose(grad(DT.scalar_uint8)(X2), [400.0, 400.0])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "differentiate._floats decides at build time which module names are arrays "
-    "(isinstance(obj, (np.ndarray, np.generic))); a Python number rebound to a uint8 array "
-    "later is read by the cached gradient without K_float, and SCALE**2 wraps in uint8: "
-    "144, not 400"))
 def test_module_number_rebound_to_a_uint8_array():
+    # module data may change kind after the build: the derivatives convert it at each call
     m = load("""
 import numpy as np
 SCALE = 2.0
