@@ -126,9 +126,10 @@ class _Differentiator:
         top.defined.add(self.ir.result)
         self.unit = {self.ir.result}
         self.fresh: dict[str, bool] = {}
-        # Names whose adjoint is all ones (np.sum's operand) or all 1/size (np.mean's), of
-        # their shape: name -> whether it is the mean.
-        self.ones: dict[str, bool] = {}
+        # Names whose adjoint is one number in every entry, of their shape: np.sum's
+        # operand (the sum's adjoint, a scalar), np.mean's (that over the size): name ->
+        # (whether it is the mean, that number: "1.0" or the sum's adjoint's name).
+        self.ones: dict[str, tuple[bool, str]] = {}
         self.raw: dict[str, frozenset] = {}  # adjoints not summed down yet: their shapes
         self.views: set[str] = set()  # adjoints that are read-only views (np.broadcast_to)
         self.exact: dict[str, bool] = {}  # of those, the ones that need no summing after all
@@ -323,12 +324,15 @@ class _Differentiator:
         # each entry of a sum's adjoint then (np.sum(v) with v's adjoint all ones), and of a
         # mean's, 1/size. (Only where the operands' shapes are known to make v's.)
         ones = eqn.out in self.ones and sources(self.shapes, eqn.out) != {eqn.out}
-        dv = sp.S.One if eqn.out in self.unit or ones else symbol(self.adj[eqn.out])
+        dv = sp.S.One if eqn.out in self.unit else symbol(self.adj[eqn.out])
         shape = "(" + ", ".join(eqn.inputs) + ("," if len(eqn.inputs) == 1 else "") + ")"
-        if ones and self.ones[eqn.out]:
-            dv = symbol(self.names.fresh("_t", numbered=True))
-            group.append(Line(dv.name, f"1.0 / _size{shape}", eqn.where,
-                              comment="each entry's share of the mean"))
+        if ones:
+            mean, g = self.ones[eqn.out]
+            dv = sp.S.One if g == "1.0" else symbol(g)
+            if mean:
+                dv = symbol(self.names.fresh("_t", numbered=True))
+                group.append(Line(dv.name, f"{g} / _size{shape}", eqn.where,
+                                  comment="each entry's share of the mean"))
         targets = [a for a in eqn.inputs if a in self.active]
         # factor_terms undoes SymPy's 2*(a - b) -> 2*a - 2*b, so forward parts can match.
         partials = [sp.factor_terms(whole_floats(sp.diff(eqn.expr, symbol(a))))
@@ -363,16 +367,19 @@ class _Differentiator:
         # The value may be larger than an operand that NumPy broadcast: sum it back down,
         # unless the operand is made of the same shapes (then it has the value's shape).
         out_shape = sources(self.shapes, eqn.out)
-        if dv.is_Symbol:  # an adjoint read has its variable's shape
+        if dv.is_Symbol and not ones:  # an adjoint read has its variable's shape
             self.shapes[dv.name] = out_shape
         likes = []
         for i, (a, c) in enumerate(kept):
-            if ones:
-                # Without the ones, a contribution may be smaller than v: spread it to v's
-                # shape, which broadcasting makes from the operands' (v itself not needed).
+            if ones and frozenset().union(*(sources(self.shapes, s.name) for s in
+                                            c.free_symbols)) != out_shape:
+                # Without v's adjoint, a contribution may be smaller than v: spread it to
+                # v's shape, which broadcasting makes from the operands' (v not needed).
                 likes.append(f"{a}, {shape}")
             elif sources(self.shapes, a) == out_shape:
                 likes.append("")
+            elif ones:  # (without v's adjoint, a factor alone may be smaller than v)
+                likes.append(a)
             else:
                 c, like = self._sum_down_less(c, a)
                 kept[i] = (a, c)
@@ -443,10 +450,12 @@ class _Differentiator:
         for param, name, position in eqn.operands:
             if name in self.active and param in op.vjp:
                 g = "1.0" if eqn.out in self.unit else self.adj[eqn.out]
-                if g == "1.0" and op.names[0] in ("np.sum", "np.mean") and \
+                if (g == "1.0" or scope.parent is None) and \
+                        op.names[0] in ("np.sum", "np.mean") and \
                         fields["axis"] == "None" and fields["keepdims"] == "False" and \
                         name not in scope.defined:
-                    self.ones[name] = op.names[0] == "np.mean"
+                    self.ones[name] = (op.names[0] == "np.mean", g)
+                    self.shapes.setdefault(g, frozenset())  # (a full reduction's: a number)
                 code = op.vjp[param].format(g=g, out=eqn.out,
                                             np=self.ir.np_alias, i=position, **fields)
                 self._accumulate(name, code, scope, group, eqn.where)

@@ -51,7 +51,8 @@ def prune(program: Program) -> Program:
     # in the forward one; one it does not read at all is deleted after its last use.
     kept = values | {p for p, _ in grads} | {ir.result, ir.aux}
     made = {line.target for line in forward if isinstance(line, Line) and line.target
-            and sources(shapes, line.target)} - kept  # (not a scalar: maybe an array)
+            and sources(shapes, line.target)  # (not a scalar: maybe an array)
+            and not isinstance(line.value, ast.Name)} - kept  # (nor another's name)
     forward = _release(forward, made & shaped, made - shaped)
     floats = tuple(p for p in program.floats if p in values)
     lists = tuple(p for p in program.lists if p in values)
