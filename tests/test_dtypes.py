@@ -463,3 +463,80 @@ def test_random_programs_over_parameter_types(seed):
         warnings.simplefilter("ignore")
         want = _frozen_reference(source, args)
     np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5, err_msg=source)
+
+
+# --- one grad(f), one build per kind of arguments --------------------------------------
+
+KINDED = load("""
+import numpy as np
+
+def f(x, w):
+    y = np.tanh(x * w)
+    return np.sum(y * y) + np.sum(x) * 0.5 - np.max(w) * np.sum(y * x)
+""")
+
+KIND_ARGS = {
+    "floats": (0.3, 1.5),
+    "ints": (2, 3),
+    "float64 arrays": (np.array([0.3, -0.7, 1.1]), np.array([1.5, 0.2, -0.4])),
+    "float32 arrays": (np.array([0.3, -0.7, 1.1], np.float32),
+                       np.array([1.5, 0.2, -0.4], np.float32)),
+    "float32 scalars": (np.float32(0.3), np.float32(1.5)),
+    "int arrays": (np.array([1, -2, 3]), np.array([2, 1, -1])),
+    "lists": ([0.3, -0.7, 1.1], np.array([1.5, 0.2, -0.4])),  # (list * list raises)
+}
+
+
+def _expected_type(a):
+    if isinstance(a, (np.ndarray, list)):
+        return np.float32 if getattr(a, "dtype", None) == np.float32 else np.float64
+    return np.float32 if isinstance(a, np.float32) else float
+
+
+def test_one_gradient_of_each_kind_from_one_grad():
+    g = grad(KINDED.f, wrt=(0, 1))
+    for name, args in KIND_ARGS.items():
+        grads = g(*args)
+        single = _expected_type(args[0]) is np.float32
+        wide = [np.asarray(a, dtype=np.float64) if np.ndim(a) else float(a) for a in args]
+        for i, (d, a) in enumerate(zip(grads, args, strict=True)):
+            want = _expected_type(a)
+            if np.ndim(a):
+                assert isinstance(d, np.ndarray) and d.dtype == want, (name, d)
+            else:
+                assert type(d) is want, (name, type(d))
+            assert np.shape(d) == np.shape(a)
+            np.testing.assert_allclose(d, numeric_grad(KINDED.f, wide, i),
+                                       rtol=1e-4 if single else 1e-6, atol=1e-5 if single
+                                       else 1e-8, err_msg=name)
+    # (each kind its own build: a float64 one for arrays, another for Python floats)
+    assert g.source_for(*KIND_ARGS["floats"]) != g.source_for(*KIND_ARGS["float64 arrays"])
+
+
+@pytest.mark.parametrize("name", ["float32 arrays", "float32 scalars", "float64 arrays",
+                                  "floats"])
+def test_each_kind_against_jax_in_its_precision(name):
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    args = KIND_ARGS[name]
+
+    def jf(x, w):
+        y = jnp.tanh(x * w)
+        return jnp.sum(y * y) + jnp.sum(x) * 0.5 - jnp.max(w) * jnp.sum(y * x)
+    single = _expected_type(args[0]) is np.float32
+    jax.config.update("jax_enable_x64", True)  # (float32 arrays stay float32)
+    want = jax.grad(jf, argnums=(0, 1))(*(jnp.asarray(a) for a in args))
+    ours = grad(KINDED.f, wrt=(0, 1))(*args)
+    for o, w in zip(ours, want, strict=True):
+        if single:
+            assert np.asarray(o).dtype == np.float32 == np.asarray(w).dtype
+        np.testing.assert_allclose(o, np.asarray(w), rtol=2e-6 if single else 1e-12,
+                                   atol=1e-6 if single else 1e-12)
+
+
+def test_float32_gradients_are_computed_in_float32():
+    # (no float64 copy of a float32 argument: the source is the float64 one)
+    x = np.ones(3, np.float32)
+    g = grad(KINDED.f, wrt=(0, 1))
+    assert "_as_float" not in g.source_for(x, x)
+    assert g.source_for(x, x) == g.source_for(x.astype(float), x.astype(float))

@@ -865,3 +865,50 @@ def test_a_value_read_by_a_loop_after_its_last_straight_line_use(xs, ws):
     rng = np.random.default_rng(22)
     agrees(DEF.reused_in_loop, (uniform(xs, rng=rng), uniform(ws or "float", rng=rng)),
            wrt=(0, 1))
+
+
+# --- facts: the kinds of values, from the parameters' kinds -----------------------------
+
+FK = load("""
+import numpy as np
+from symdiff import stop_gradient
+
+def mixed(x, t, n, l, s):
+    m = stop_gradient(np.max(x))
+    z = x - m
+    k = n * n
+    r = n[0]
+    d = l + l
+    e = 2 * l
+    p = s * x
+    q = np.mean(x) * t
+    return np.sum(z * t) + np.sum(p) + q
+""")
+
+
+def test_facts_follow_the_kinds_numpy_gives():
+    from symdiff import kinds as K
+    from symdiff.shapes import facts
+
+    ir = lower(parse(FK.mixed), ("x",), {
+        "x": K.Array("float32", 2), "t": K.FLOAT, "n": K.Array("uint8", 1),
+        "l": K.List((K.FLOAT, K.FLOAT)), "s": K.Array("float64", 0, True)})
+    found = facts(ir)
+    assert found.kind("m") == K.Array("float32", 0, True) and found.shape("m") == set()
+    assert found.kind("z") == K.Array("float32", 2) and found.shape("z") == {"x"}
+    assert found.kind("k") == K.Array("uint8", 1)  # (which wraps: not a float)
+    assert found.kind("r") == K.Array("uint8", 0, True)
+    # a list's arithmetic is Python's: l + l and 2 * l are not elementwise, nor l-shaped
+    assert isinstance(found.kind("d"), K.List) and found.shape("d") == {"d"}
+    assert isinstance(found.kind("e"), K.List) and found.shape("e") == {"e"}
+    assert found.kind("p") == K.Array("float64", 2)  # a float64 scalar times float32
+    assert found.shape("t") == set() and found.scalar("q") and found.shape("q") == set()
+    assert found.numpy("z") and found.ndarray("z") and not found.ndarray("m")
+
+
+def test_facts_without_kinds_claim_nothing_of_kinds():
+    from symdiff.shapes import facts
+
+    found = facts(lower(parse(FK.mixed), ("x",)))
+    assert not found.kinds.keys() & {"x", "z", "k", "d", "p"}
+    assert found.shape("d") == {"l"}  # (as before kinds: l may be an array)
