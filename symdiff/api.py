@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import calls, kinds
+from . import calls, kinds, runtime
 from .errors import SymdiffError
 from .parse import NOT_LITERAL, literal
 
@@ -105,6 +105,11 @@ class Gradient:
 
     def _failed(self, error, spec, args, kwargs):
         built = spec.built
+        if type(error) is runtime._Raising and not self.with_value:
+            # np.errstate(...="raise"): what grad skips may raise: run it all
+            value, grads = Gradient(self.fun, self.wrt, True, self.as_tuple,
+                                    self.has_aux)(*args, **kwargs)
+            return (grads, value[1]) if self.has_aux else grads
         # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): if the
         # derivatives raised (not the function's own code), run again on NumPy floats.
         if isinstance(error, (ZeroDivisionError, OverflowError)) and _in_backward(error, built):

@@ -136,7 +136,8 @@ class _Differentiator:
         backward = self._backward(self.ir.eqns, top)
         self._settle_all(backward)
         flowed: dict[str, str] = {}
-        backward = _Unflowed(set(self.adj.values())).sweep(_fold_settles(backward), flowed)
+        backward = _Unflowed(set(self.adj.values())).sweep(
+            self._fold_numbers(_fold_settles(backward)), flowed)
         backward, floats = self._floats(backward)
         forward = self._forward(self.ir.eqns)
         grads = tuple((p, self.adj[p] if p in top.defined and
@@ -208,6 +209,40 @@ class _Differentiator:
         out = [Line(renamed[symbol(n)].name, f"_as_float({n}{precision})",
                     comment=f"the derivatives compute in {self.dtype}") for n in copied]
         return out + _rename(backward, renamed), floats
+
+    def _fold_numbers(self, lines) -> list:
+        """``d_t3 = -1.0`` then ``dz = d_t3*t``: ``dz = -t`` (an adjoint that is one number,
+        set once, read by the derivatives as that number; a line that still reads it keeps
+        it, and prune drops it where none does). As a float (-1.0*t), unless all it
+        multiplies is known to be floats: -t of integers may wrap, of booleans raise."""
+        targets = [line.target for line in _flat(lines) if line.target]
+        exact = {symbol(line.target): line.value for line in lines
+                 if isinstance(line, Line) and isinstance(line.value, sp.Number)
+                 and not line.accumulate and not line.like
+                 and targets.count(line.target) == 1}
+        if not exact:
+            return lines
+        floats = {k: sp.Float(v) for k, v in exact.items()}
+        def float_like(name):
+            k = self.facts.kind(name) if name in self.facts.kinds else \
+                self.temp_kinds.get(name)
+            return isinstance(k, K.Number) and k.type == "float" or isinstance(
+                k, K.Array) and k.floating and np.dtype(k.dtype).itemsize >= np.dtype(
+                    self.dtype).itemsize or name in self.adj.values()
+
+        out = []
+        for line in lines:
+            folded = _rename([line], exact)
+            # (not where a product becomes a bare name: the adjoint would be another's
+            # array, which the sweep took for one of its own)
+            if isinstance(line, Line) and isinstance(line.value, sp.Basic) and \
+                    folded[0].value.is_Atom and not line.value.is_Atom:
+                folded = [line]
+            elif isinstance(line, Block) or isinstance(line.value, sp.Basic) and not all(
+                    s in exact or float_like(s.name) for s in line.value.free_symbols):
+                folded = _rename([line], floats)
+            out.extend(folded)
+        return out
 
     def _adjoint(self, name) -> str:
         if name not in self.adj:
@@ -355,6 +390,7 @@ class _Differentiator:
                     replaced = partials  # (read otherwise too: as before)
             else:
                 replaced = [p.xreplace({expr: symbol(name)}) for p in partials]
+                self.temp_kinds[name] = self.facts.kind_of(node)
             if replaced == partials:  # has() saw it inside a longer product: not reusable
                 self.names.taken.discard(name)
                 continue

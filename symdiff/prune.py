@@ -159,6 +159,7 @@ def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=(),
 # Helpers of runtime.py that read only the shape of some arguments: name -> positions.
 _SHAPE_ARGUMENTS = {"_unbroadcast": (1, 2), "_unreduce": (1,), "_count": (0, 1),
                     "_zeros": (0,), "_size": range(99), "_shape_of": range(99),
+                    "_shape_only": (0,),
                     "_reduced_shape": (1,), "_numpy": range(99)}
 # Reductions whose result's shape follows from the operand's (np.max, np.min: not
 # quite, they raise on an empty array).
@@ -205,7 +206,7 @@ def _uses(lines) -> tuple[set[str], set[str]]:
 
 def _release(lines, shaped: set[str], dead: set[str]) -> list:
     """After the last forward line that reads it for its value, each name in ``shaped``
-    becomes its shape (``x = _shape_of(x)``) and each name in ``dead`` is deleted (names
+    becomes its shape (``x = _shape_only(x)``) and each name in ``dead`` is deleted (names
     assigned once, outside blocks; read at least once)."""
     assigned = [line.target for line in lines if isinstance(line, Line) and line.target]
     inside = set(_assigned(lines))
@@ -227,7 +228,7 @@ def _release(lines, shaped: set[str], dead: set[str]) -> list:
     for i in sorted(set(last.values()), reverse=True):
         where = getattr(lines[i], "where", ("", ""))
         for n in sorted(n for n, j in last.items() if j == i and n in shaped):
-            out.insert(i + 1, Line(n, f"_shape_of({n})", where,
+            out.insert(i + 1, Line(n, f"_shape_only({n})", where,
                                    comment="only its shape is needed from here on"))
         gone = sorted(n for n, j in last.items() if j == i and n not in shaped)
         if gone:

@@ -214,13 +214,44 @@ def _numpy(*values):
 
 
 def _shape_of(*values):
-    """The shape NumPy broadcasting gives an elementwise result of ``values``."""
+    """The shape NumPy broadcasting gives an elementwise result of ``values``: stands in
+    for a statement the gradient skips (see ``_skipping``)."""
+    _skipping()
     return _Shape(np.broadcast_shapes(*map(np.shape, values)))
+
+
+def _shape_only(x):
+    """``x``'s shape, for a value of which only the shape is needed from here on."""
+    return _Shape(np.shape(x))
+
+
+class _Raising(FloatingPointError):
+    """NumPy's floating-point errors raise here (np.errstate(over="raise")...), where a
+    statement whose value the gradient does not need, and skips, could raise: grad()
+    then runs value_and_grad's code, which skips nothing."""
+
+
+# NumPy's error state (np.errstate) as one object per state: its verdict is kept
+# (np.geterr takes a microsecond). (A private name of NumPy's: without it, geterr always.)
+_ERRSTATE = getattr(getattr(getattr(np, "_core", None), "_ufunc_config", None),
+                    "_extobj_contextvar", None)
+_ERRSTATE_SEEN = [None, True]  # (the state, whether nothing raises in it)
+
+
+def _skipping():
+    """Raise ``_Raising`` where NumPy's floating-point errors raise."""
+    state = _ERRSTATE.get() if _ERRSTATE is not None else None
+    if state is None or state is not _ERRSTATE_SEEN[0]:
+        _ERRSTATE_SEEN[:] = [state, "raise" not in np.geterr().values()]
+    if not _ERRSTATE_SEEN[1]:
+        raise _Raising("a statement this gradient skips could raise under np.errstate; "
+                       "value_and_grad runs every statement")
 
 
 def _reduced_shape(reduction, x, axis=None, keepdims=False):
     """The shape of ``reduction(x, axis, keepdims=keepdims)`` (np.sum, np.mean...), and
-    the same errors for an axis it refuses."""
+    the same errors for an axis it refuses: stands in for a statement the gradient skips."""
+    _skipping()
     shape = np.shape(x)
     if type(keepdims) not in (bool, np.bool_, int):
         raise TypeError(f"keepdims={keepdims!r} is not a bool")
@@ -274,7 +305,7 @@ def _unbound(name):
 def _size(*values):
     """How many elements the broadcast of ``values`` has, at least 1 (np.mean's count,
     from its operands; the gradient of an empty mean is empty whatever it is)."""
-    return max(_shape_of(*values).size, 1)
+    return max(_Shape(np.broadcast_shapes(*map(np.shape, values))).size, 1)
 
 
 def _count(x, out):

@@ -95,14 +95,13 @@ def grad_loss(x, t):
     _sg0 = np.max(x)  # line 16: stop_gradient: no gradient flows back
     z = x - _sg0  # line 16
     _t0 = np.exp(z)  # line 17
-    z = _shape_of(z)  # line 17: only its shape is needed from here on
+    z = _shape_only(z)  # line 17: only its shape is needed from here on
     _t1 = np.sum(_t0)  # line 17
     _t2 = _shape_of(t, x)  # line 17: not needed: checks that the shapes fit
     d_ret = 1.0
     # grad of line 17: return np.log(np.sum(np.exp(z))) - np.sum(t * z)
-    d_t3 = -1.0
     d_t1 = (1/_t1)
-    dz = _unbroadcast(d_t3*t, z, (t, z))
+    dz = _unbroadcast(-t, z, (t, z))
     dz = _add_to(dz, _t0*d_t1)
     # grad of line 16: z = x - stop_gradient(np.max(x))
     dx = dz

@@ -284,7 +284,7 @@ def test_an_array_read_back_only_for_its_shape_is_let_go_after_its_last_use():
     args = (rng.standard_normal((4, 3)), rng.standard_normal(3), rng.standard_normal(3),
             rng.standard_normal((5, 4)), rng.standard_normal(5))
     for g in (grad(R.mlp, wrt=(0, 1, 2)), value_and_grad(R.mlp, wrt=(0, 1, 2))):
-        assert "= _shape_of(_t0)  # line 5: only its shape is needed from here on" in g.source
+        assert "= _shape_only(_t0)  # line 5: only its shape is needed from here on" in g.source
     check_grad(R.mlp, args, wrt=(0, 1, 2))
     value, grads = value_and_grad(R.mlp, wrt=(0, 1, 2))(*args)
     assert value == R.mlp(*args)
