@@ -540,3 +540,13 @@ def test_float32_gradients_are_computed_in_float32():
     g = grad(KINDED.f, wrt=(0, 1))
     assert "_as_float" not in g.source_for(x, x)
     assert g.source_for(x, x) == g.source_for(x.astype(float), x.astype(float))
+
+
+def test_float16_is_differentiated_in_float32_and_returned_as_float16():
+    # 3 * 200**2 overflows float16 (65504): the derivatives compute in float32 (our choice;
+    # JAX computes float16 in float16, and gives inf here), the gradient is a float16
+    f = load("import numpy as np\n\ndef cube(x):\n    return np.sum(x ** 3) / 1000.0\n", "cube")
+    out = grad(f)(np.array([200.0, 1.0], dtype=np.float16))
+    assert out.dtype == np.float16
+    np.testing.assert_allclose(out, [120.0, 0.003], rtol=1e-3)
+    assert type(grad(f)(np.float16(200.0))) is np.float16
