@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import re
 import sys
+import types
 import weakref
 from dataclasses import dataclass, field
 
@@ -58,7 +59,7 @@ class Gradient:
     """
 
     __slots__ = ("fun", "wrt", "with_value", "as_tuple", "_built", "_ready", "_signature",
-                 "_arity", "_wrt_at", "__weakref__")
+                 "_arity", "_wrt_at", "_self", "__weakref__")
 
     def __init__(self, fun, wrt, with_value=False, as_tuple=False):
         _refuse(fun)
@@ -71,6 +72,7 @@ class Gradient:
         self._signature = None  # where the arguments are, once built
         self._arity = -1  # how many positional arguments a call with nothing left out has
         self._wrt_at: tuple[int, ...] = ()  # where the differentiated ones are among them
+        self._self = calls.method_self(fun)  # a method's self parameter, else None
 
     def __call__(self, *args, **kwargs):
         # A scalar gradient costs a few hundred nanoseconds: this path stays short.
@@ -130,6 +132,14 @@ class Gradient:
             return (self.fun(*args, **kwargs), result[1]) if self.with_value else result
         return widening
 
+    def __get__(self, instance, owner=None):
+        # @grad on a method gives a method, as the def would have: m.dloss(x) passes m as
+        # self; C.dloss is the gradient itself, called as C.dloss(m, x). A gradient of a
+        # plain function kept in a class stays what it was, a function of its arguments.
+        if instance is None or self._self is None:
+            return self
+        return BoundGradient(self, instance)
+
     def __reduce__(self):
         # Pickled as its function (by reference, as functions pickle) and options; the
         # gradient is built again where it is unpickled. Under @grad the module's name
@@ -175,7 +185,8 @@ class Gradient:
 
     def __repr__(self):
         what = "value_and_grad" if self.with_value else "grad"
-        return f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt {self.wrt}>"
+        wrt = calls.shifted_back(self.wrt) if self._self is not None else self.wrt
+        return f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt {wrt}>"
 
     def _build(self, stale=None) -> _Built:
         # The code object too: replacing f.__code__ (as autoreload does) is a new f.
@@ -250,6 +261,69 @@ class Gradient:
         """Equations, one per line, as one display block aligned at their equals signs."""
         rows = [line.replace(" = ", " &= ", 1) for line in latex.splitlines()]
         return "$$\\begin{aligned}" + " \\\\ ".join(rows) + "\\end{aligned}$$"
+
+
+class BoundGradient:
+    """The gradient of a method bound to an object: ``grad(model.loss)``, or ``m.dloss``
+    where ``dloss`` is ``@grad`` in a class body. Called with the method's arguments after
+    self; the object is passed as self, and what the method reads from it (``self.W``) is
+    read at each call, as values without gradient. The built gradient is the one of the
+    function, shared by every object it is bound to.
+
+    >>> from symdiff import grad
+    >>> class Model:
+    ...     def __init__(self, scale):
+    ...         self.scale = scale
+    ...     def loss(self, x):
+    ...         return self.scale * x ** 2
+    >>> grad(Model(3.0).loss)(2.0)
+    12.0
+    """
+
+    __slots__ = ("gradient", "obj")
+
+    def __init__(self, gradient: Gradient, obj):
+        self.gradient = gradient  # of the function, with self its first parameter
+        self.obj = obj
+
+    def __call__(self, *args, **kwargs):
+        return self.gradient(self.obj, *args, **kwargs)
+
+    @property
+    def fun(self):
+        """The method, bound to the object: what was differentiated."""
+        return types.MethodType(self.gradient.fun, self.obj)
+
+    @property
+    def wrt(self):
+        return calls.shifted_back(self.gradient.wrt)
+
+    def __getattr__(self, name):
+        # source, math(), latex(), __wrapped__...: the function's gradient's.
+        if name.startswith("__") and name not in ("__wrapped__", "__name__"):
+            raise AttributeError(name)
+        return getattr(self.gradient, name)
+
+    def __reduce__(self):
+        # The object is pickled with it (a bound method pickles its object too).
+        return BoundGradient, (self.gradient, self.obj)
+
+    def __copy__(self):
+        return BoundGradient(copy.copy(self.gradient), self.obj)
+
+    def __deepcopy__(self, memo):
+        return BoundGradient(copy.copy(self.gradient), copy.deepcopy(self.obj, memo))
+
+    def __repr__(self):
+        what = "value_and_grad" if self.gradient.with_value else "grad"
+        return (f"<symdiff {what} of {getattr(self.gradient.fun, '__qualname__', '?')} "
+                f"bound to {self.obj!r} wrt {self.wrt}>")
+
+    def _repr_latex_(self):
+        return self.gradient._repr_latex_()
+
+    def _repr_markdown_(self):
+        return self.gradient._repr_markdown_()
 
 
 def build_source(parsed, wrt, with_value=False, as_tuple=False):
@@ -439,15 +513,15 @@ def _remade(fn, made) -> bool:
 
 def _refuse(fun):
     """Refuse at ``grad(fun)`` what symdiff does not differentiate yet: a gradient (higher
-    order), a method (see ``calls.refuse_method``)."""
-    if isinstance(fun, Gradient):
-        name = getattr(fun.fun, "__qualname__", "a function")
-        raise calls.at_def(fun.fun, None, f"the gradient of a gradient of {name}: "
+    order)."""
+    if isinstance(fun, (Gradient, BoundGradient)):
+        inner = getattr(fun.fun, "__func__", fun.fun)
+        name = getattr(inner, "__qualname__", "a function")
+        raise calls.at_def(inner, None, f"the gradient of a gradient of {name}: "
                            "higher-order derivatives are not supported yet",
                            "first derivatives: grad(f) of a plain function (write a "
                            "derivative out as a function of its own to differentiate it "
                            "again)")
-    calls.refuse_method(fun)
 
 
 def _lookup(module, qualname):
@@ -497,8 +571,8 @@ def grad(fun=None, wrt=0):
     """
     wrt, as_tuple = _normalize_wrt(wrt)
     if fun is None:
-        return lambda f: Gradient(f, wrt, False, as_tuple)
-    return Gradient(fun, wrt, False, as_tuple)
+        return lambda f: _gradient(f, wrt, False, as_tuple)
+    return _gradient(fun, wrt, False, as_tuple)
 
 
 def value_and_grad(fun=None, wrt=0):
@@ -512,5 +586,16 @@ def value_and_grad(fun=None, wrt=0):
     """
     wrt, as_tuple = _normalize_wrt(wrt)
     if fun is None:
-        return lambda f: Gradient(f, wrt, True, as_tuple)
-    return Gradient(fun, wrt, True, as_tuple)
+        return lambda f: _gradient(f, wrt, True, as_tuple)
+    return _gradient(fun, wrt, True, as_tuple)
+
+
+def _gradient(fun, wrt, with_value, as_tuple):
+    """A Gradient of ``fun``; of a bound method, one bound to its object (see
+    ``calls.unbind``: ``wrt`` counts from after self)."""
+    if isinstance(fun, (staticmethod, classmethod)):  # @grad over @staticmethod
+        return type(fun)(_gradient(fun.__func__, wrt, with_value, as_tuple))
+    _refuse(fun)
+    fun, wrt, obj = calls.unbind(fun, wrt)
+    gradient = Gradient(fun, wrt, with_value, as_tuple)
+    return gradient if obj is calls.UNBOUND else BoundGradient(gradient, obj)
