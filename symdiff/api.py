@@ -525,11 +525,12 @@ def _refuse(fun):
 
 
 def _lookup(module, qualname):
-    """The object named ``qualname`` in the imported module ``module``, or None."""
+    """The object named ``qualname`` in the imported module ``module``, or None (the
+    gradient itself for a classmethod's, which its class's attribute gives bound)."""
     obj = sys.modules.get(module) if module else None
     for part in qualname.split(".") if obj is not None else ():
         obj = getattr(obj, part, None)
-    return obj
+    return obj.gradient if isinstance(obj, BoundGradient) else obj
 
 
 def _by_name(module, qualname, wrt, with_value, as_tuple):

@@ -406,6 +406,10 @@ def test_a_bound_gradient_pickles_with_its_object(importable):
         args = (m, X) if g is importable.Model.denergy else (X, 2.0) \
             if g.fun.__name__ == "loss" else (X,)
         np.testing.assert_allclose(again(*args), g(*args))
+    for g in [m.dpair_at_1, importable.Bigger.dcubic, m.dcubic_too, m.dsquare_too]:
+        again = pickle.loads(pickle.dumps(g))
+        args = (X, Y) if g.fun.__name__ == "dpair_at_1" else (2.0,)
+        np.testing.assert_allclose(again(*args), g(*args))
 
 
 def test_a_bound_gradient_copies():
