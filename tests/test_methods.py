@@ -91,6 +91,22 @@ SOURCE = """
 
     class Bigger(Model):
         k = 5.0
+
+
+    class MLP:
+        def __init__(self, layers, bias):
+            self.layers = layers
+            self.params = {"bias": bias, "steps": 2}
+            self.centred = True
+
+        def loss(self, x):
+            for W in self.layers:
+                x = np.tanh(W @ x)
+            for i in range(self.params["steps"]):
+                x = x * self.layers[i][0]
+            if self.centred:
+                x = x - self.params["bias"]
+            return np.sum(x ** 2) + len(self.layers) * np.sum(x)
 """
 
 M = load(SOURCE)
@@ -211,6 +227,20 @@ def test_a_local_class_method():
     assert grad(m.loss)(1.5) == 18.0 and grad(make(3.0).loss)(m, 1.5) == 18.0
 
 
+def mlp():
+    rng = np.random.default_rng(11)
+    return M.MLP([rng.standard_normal((4, 4)) for _ in range(3)], W[2])
+
+
+def test_a_network_whose_layers_are_attributes():
+    net = mlp()
+    np.testing.assert_allclose(grad(net.loss)(X), numeric_grad(net.loss, [X], 0),
+                               rtol=1e-6, atol=1e-7)
+    net.centred, net.layers = False, net.layers[:2]  # another path, read at the call
+    np.testing.assert_allclose(grad(net.loss)(X), numeric_grad(net.loss, [X], 0),
+                               rtol=1e-6, atol=1e-7)
+
+
 # --- @grad in a class body gives a method ---
 
 def test_grad_in_a_class_body_is_a_method():
@@ -298,6 +328,10 @@ def test_bound_methods_agree_with_jax(jax_module):
                              strict=True):
             np.testing.assert_allclose(got, want)
         assert m.dcubic(2.0) == pytest.approx(float(jax.grad(mj.cubic)(2.0)))
+    net = mlp()
+    net_jax = J.MLP([jnp.asarray(layer) for layer in net.layers],
+                    jnp.asarray(net.params["bias"]))
+    np.testing.assert_allclose(grad(net.loss)(X), jax.grad(net_jax.loss)(X))
 
 
 # --- what is refused, where ---
