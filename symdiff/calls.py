@@ -202,15 +202,17 @@ def unbind(fun, wrt):
     ``__call__`` method is that method, bound to it. Other functions pass as they are.
     Naming self in ``wrt`` is refused: self is read, not differentiated.
     """
-    call = inspect.getattr_static(type(fun), "__call__", None)
-    if isinstance(call, types.FunctionType) and not isinstance(fun, type):
-        fun = types.MethodType(call, fun)  # an object called as a function: its __call__
-    if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__code__"):
-        function, obj = fun.__func__, fun.__self__
-    elif method_self(fun) is not None:
+    if isinstance(fun, types.FunctionType):
+        if method_self(fun) is None:
+            return fun, wrt, UNBOUND
         function, obj = fun, UNBOUND
     else:
-        return fun, wrt, UNBOUND
+        call = inspect.getattr_static(type(fun), "__call__", None)
+        if isinstance(call, types.FunctionType) and not isinstance(fun, type):
+            fun = types.MethodType(call, fun)  # an object called as a function: its __call__
+        if not isinstance(fun, types.MethodType) or not hasattr(fun.__func__, "__code__"):
+            return fun, wrt, UNBOUND
+        function, obj = fun.__func__, fun.__self__
     code = function.__code__
     if not code.co_argcount:
         raise at_def(function, None, f"{function.__qualname__} is a method without a self "
@@ -257,12 +259,14 @@ def method_self(fun) -> str | None:
 
 def _in_class_body(fun) -> bool:
     """Whether ``fun`` was defined in a class body and not marked @staticmethod."""
-    code = getattr(fun, "__code__", None)
     qualname = getattr(fun, "__qualname__", "")
     # "C.f" and "make.<locals>.C.f" are in a class body; "make.<locals>.f" and
     # "<listcomp>.<lambda>" (a comprehension's scope) are not.
-    if not isinstance(code, types.CodeType) or not isinstance(qualname, str) or \
-            "." not in qualname or qualname.split(".")[-2].startswith("<"):
+    if type(qualname) is not str or "." not in qualname or \
+            qualname.split(".")[-2].startswith("<"):
+        return False
+    code = getattr(fun, "__code__", None)
+    if not isinstance(code, types.CodeType):
         return False
     static = _STATIC.get(code)
     if static is None:  # read once per code object: grad(C.f) may run in a loop
