@@ -212,6 +212,11 @@ class Expressions:
                               "check the spelling")
                 if isinstance(base.value, types.ModuleType) and not _library(base.value):
                     return self._module_attribute(obj, node, base.value)
+                if not isinstance(base.value, types.ModuleType) and isinstance(
+                        obj, (numbers.Real, np.ndarray)) and not isinstance(obj, bool):
+                    # CFG.lr, Model.k: an object's attribute may be set again; read when
+                    # the gradient runs, by the derivatives too (as self.k is).
+                    return Val(symbol(ast.unparse(node)), copy.copy(node), value=obj)
                 return self._global(obj, copy.copy(node))
         if node.attr in rules.NO_GRADIENT_ATTRIBUTES:
             return self._constant(node)

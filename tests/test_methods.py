@@ -214,6 +214,25 @@ def test_attributes_of_any_parameter_that_is_not_differentiated_are_values():
     np.testing.assert_allclose(grad(f)(X, cfg), W[1] * cfg.scale)
 
 
+def test_attributes_of_module_level_objects_and_classes_are_read_at_each_call():
+    module = load("""
+        import numpy as np
+
+        class Config:
+            lr = 2.0
+
+        CONFIG = Config()
+        CONFIG.W = np.ones(4)
+
+        def f(x):
+            return CONFIG.lr * np.sum(CONFIG.W * x ** 2) + Config.lr * np.sum(x)
+        """)
+    g = grad(module.f)
+    g(X)  # built with the values of now
+    module.CONFIG.lr, module.CONFIG.W, module.Config.lr = 5.0, W[0], 3.0
+    np.testing.assert_allclose(g(X), 10.0 * W[0] * X + 3.0)
+
+
 def test_a_local_class_method():
     make = load("""
         def make(k):
