@@ -227,7 +227,8 @@ def unbind(fun, wrt):
                          "not differentiated", "a parameter after " + this + " (wrt=0 is "
                          "the first), with what it reads from " + this + " as a parameter")
         if isinstance(w, int) and not isinstance(w, bool):
-            if not count and obj is UNBOUND:
+            keyword_only = code.co_varnames[code.co_argcount:][:code.co_kwonlyargcount]
+            if not count and not keyword_only and obj is UNBOUND:
                 raise at_def(function, 0, f"{function.__qualname__} is defined in a class "
                              f"body, so its only parameter, {this}, is taken for self",
                              "@staticmethod on a function of a class body that takes no self")
@@ -235,7 +236,9 @@ def unbind(fun, wrt):
                 raise at_def(function, None, f"wrt={w} is out of range: "
                              f"{function.__qualname__} has {count} positional parameter"
                              f"{'' if count == 1 else 's'} after {this}",
-                             f"wrt=0 for the first parameter after {this}")
+                             f"wrt=0 for the first parameter after {this}" if count else
+                             f"a keyword-only parameter by name: wrt={keyword_only[0]!r}"
+                             if keyword_only else "a method with a parameter after " + this)
             w = w + 1 if w >= 0 else w
         shifted.append(w)
     return function, tuple(shifted), obj

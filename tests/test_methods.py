@@ -370,6 +370,9 @@ REFUSED = load("""
 
         def ops(x):
             return x ** 2
+
+        def keyword(self, *, x):
+            return x ** 2
     """)
 F = inspect.getsourcefile(REFUSED.Model.loss)
 
@@ -399,6 +402,12 @@ def test_wrt_out_of_range_counts_after_self(wrt):
         "        def helper(self, x):\n"
         "        ^\n"
         "  supported instead: wrt=0 for the first parameter after self")
+
+
+def test_keyword_only_parameters_of_a_method_are_named():
+    assert text_of(lambda: grad(REFUSED.Model.keyword)).endswith(
+        "  supported instead: a keyword-only parameter by name: wrt='x'")
+    assert grad(REFUSED.Model().keyword, wrt="x")(x=2.0) == 4.0
 
 
 def test_a_function_of_a_class_body_without_self_says_to_mark_it_static():
