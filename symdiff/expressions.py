@@ -627,8 +627,11 @@ class Expressions:
         depend on the differentiated inputs."""
         while isinstance(node, ast.Attribute):
             node = node.value
-        return isinstance(node, ast.Name) and node.id in self.env and \
-            self.env[node.id] not in self.active
+        if not isinstance(node, ast.Name):
+            return False
+        # (A nested helper sees its definer's names: self in a def inside a method.)
+        ssa = self.env.get(node.id, self.enclosing.get(node.id))
+        return ssa is not None and ssa not in self.active
 
     def _constant(self, node) -> Val:
         """A value that carries no gradient (a shape, a mask, np.zeros_like...): run it."""

@@ -233,6 +233,21 @@ def test_attributes_of_module_level_objects_and_classes_are_read_at_each_call():
     np.testing.assert_allclose(g(X), 10.0 * W[0] * X + 3.0)
 
 
+def test_a_def_inside_a_method_reads_self():
+    nested = load("""
+        import numpy as np
+
+        class Model:
+            k = 3.0
+
+            def loss(self, x):
+                def term(z):
+                    return self.k * np.sum(z ** 2)
+                return term(x) + term(2.0 * x)
+        """)
+    np.testing.assert_allclose(grad(nested.Model().loss)(X), 30.0 * X)
+
+
 def test_a_local_class_method():
     make = load("""
         def make(k):
