@@ -454,15 +454,18 @@ def _from_entry(fun, entry) -> _Built | None:
     from .compile import compile_source
 
     def find(name, place):
-        where = cache.resolve(fun, place, name)
+        root, *path = name.split(".")  # a helper found as Ops.sq: Ops, then sq
+        where = cache.resolve(fun, place, root)
         if isinstance(where, dict):
-            if name in where:
-                return where, where[name]
-            return where, vars(builtins).get(name, _MISSING)
-        try:
-            return where, where.cell_contents
-        except (AttributeError, ValueError):
-            return None, _MISSING
+            found = where[root] if root in where else vars(builtins).get(root, _MISSING)
+        else:
+            try:
+                found = where.cell_contents
+            except (AttributeError, ValueError):
+                return None, _MISSING
+        if path and found is not _MISSING:
+            found = _follow(found, path)
+        return where, _MISSING if found is None and path else found
 
     names = {}
     for name, place in entry["names"]:
@@ -554,13 +557,27 @@ def _refreshers(data_globals) -> tuple:
 
 
 def _guards(guards) -> tuple:
-    out = []
-    for where, name, fn in guards:
-        if isinstance(where, dict):
-            out.append(((lambda g, n: lambda: g.get(n))(where, name), fn, _made(fn)))
-        else:  # a closure cell
-            out.append(((lambda c: lambda: c.cell_contents)(where), fn, _made(fn)))
-    return tuple(out)
+    return tuple((_getter(where, name), fn, _made(fn)) for where, name, fn in guards)
+
+
+def _getter(where, name):
+    """What reads a helper's name again: in a dict or a closure cell; a dotted name
+    (Ops.sq) by its first name, then its attributes."""
+    root, *path = name.split(".")
+    if isinstance(where, dict):
+        if path:
+            return lambda: _follow(where.get(root), path)
+        return lambda: where.get(root)
+    if path:
+        return lambda: _follow(where.cell_contents, path)
+    return lambda: where.cell_contents
+
+
+def _follow(obj, path):
+    """``obj.a.b`` for the path ``["a", "b"]``; None where an attribute is missing."""
+    for attr in path:
+        obj = getattr(obj, attr, None)
+    return obj
 
 
 def _made(fn) -> tuple:

@@ -641,6 +641,18 @@ class _Lowering(Expressions, Loops):
             base = self._expr(func.value).value
             if isinstance(base, types.ModuleType):
                 self.guards[(id(base), func.attr)] = (vars(base), func.attr, obj)
+                return
+            # Ops.sq(x), cfg.act(x): found by its path from a module-level name, which
+            # the guard follows again (the class or object may be rebound, or its attribute).
+            path = []
+            while isinstance(func, ast.Attribute):
+                path.append(func.attr)
+                func = func.value
+            if isinstance(func, ast.Name) and func.id not in self.local_functions and \
+                    func.id not in self.env and self.enclosing.get(func.id) is None:
+                container = self.parsed.namespace.container(func.id)
+                dotted = ".".join([func.id, *reversed(path)])
+                self.guards[(id(container), dotted)] = (container, dotted, obj)
 
     def _def_time_defaults(self, fn, positional) -> dict:
         """A helper's defaults as the def evaluated them (not as its names are now)."""
