@@ -54,6 +54,9 @@ class IR:
     globals: tuple[tuple[str, object, object], ...] = ()
     guards: tuple[tuple[object, str, object], ...] = ()  # (dict or cell, name, helper called)
     kinds: dict = field(default_factory=dict)  # parameter -> kinds.Kind it is specialised on
+    # A container in wrt (containers.py): wrt holds its leaves; given_wrt is wrt as asked.
+    trees: dict = field(default_factory=dict)  # parameter -> containers.Tree
+    given_wrt: tuple[str, ...] = ()
 
 
 class Names:

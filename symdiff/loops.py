@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from . import containers
 from .exits import ExitError, break_flag, single_exit
 from .expressions import describe
 from .ir import Loop
@@ -20,6 +21,8 @@ class Loops:
     """for and while loops; relies on ``lower._Lowering`` for everything else."""
 
     def _loop(self, stmt):
+        if containers.unroll(self, stmt):
+            return
         self.counter += 1
         flag = break_flag(str(self.counter)) if _breaks(stmt.body) else None
         try:
@@ -70,6 +73,8 @@ class Loops:
                 self.memo = memo
             eqns, self.eqns = self.eqns, saved
             nexts = [self.env.get(n, phi) for n, (phi, _) in zip(carried, phis, strict=True)]
+            for n, (phi, init), nxt in zip(carried, phis, nexts, strict=True):
+                containers.refuse_merge(self, stmt, n, init or phi, nxt)
             late = {n for n, (phi, _), nxt in zip(carried, phis, nexts, strict=True)
                     if nxt in self.active and phi not in self.active}
             # A variable may be, from the second iteration on and after the loop, the array

@@ -1,0 +1,279 @@
+"""Containers as parameters (JAX's pytrees): a dict, tuple or list of numbers and arrays,
+nested, gets a gradient of the same structure; what symdiff cannot follow is refused."""
+
+import numpy as np
+import pytest
+from gradcheck import load, numeric_grad
+
+from symdiff import SymdiffError, grad, value_and_grad
+
+M = load("""
+    import numpy as np
+
+    def dense(params, X):
+        W, b = params["W"], params["b"]
+        return np.sum(np.tanh(X @ W + b) ** 2)
+
+    def unpacked(p, x):
+        W, b = p
+        return np.sum(np.sin(W * x) + b * x)
+
+    def indexed(p, x):
+        return np.sum(p[0] * x) * p[-1] + p[1][0] ** 2
+
+    def mlp(layers, X):
+        h = X
+        for W, b in layers:
+            h = np.tanh(h @ W + b)
+        return np.mean(h ** 2)
+
+    def two_layers(layers, X):
+        (W1, b1), (W2, b2) = layers
+        return np.sum(np.tanh(np.tanh(X @ W1 + b1) @ W2 + b2))
+
+    def each(ws, x):
+        s = 0.0
+        for w in ws:
+            s = s + np.sum(np.cos(w * x))
+        return s
+
+    def counted(ws, x):
+        s = 0.0
+        for i in range(len(ws)):
+            s = s + np.sum(ws[i] * x) * (i + 1)
+        return s + len(ws)
+
+    def numbered(ws, x):
+        s = 0.0
+        for i, w in enumerate(ws):
+            s = s + i * np.sum(w * x)
+        return s
+
+    def zipped(ws, bs, x):
+        s = 0.0
+        for w, b in zip(ws, bs):
+            s = s + np.sum(np.tanh(w * x + b))
+        return s
+
+    def by_items(p):
+        s = 0.0
+        for k, v in p.items():
+            s = s + np.sum(v ** 2) * len(k)
+        for v in p.values():
+            s = s + np.sum(v)
+        return s
+
+    def layer(p, h):
+        return np.tanh(h @ p["W"] + p["b"])
+
+    def network(params, X):
+        h = X
+        for p in params["layers"]:
+            h = layer(p, h)
+        return np.sum((h - params["target"]) ** 2)
+
+    def nested(tree, x):
+        a = tree["a"]
+        return np.sum(a[0] * x) + a[1]["c"] * tree["b"][1] + np.sum(tree["b"][0])
+
+    def data(w, xs, ys):
+        s = 0.0
+        for x, y in zip(xs, ys):
+            s = s + (np.sum(w * x) - y) ** 2
+        return s
+
+    def sliced(ws, x):
+        s = 0.0
+        for w in ws[1:]:
+            s = s + np.sum(w * x)
+        return s * ws[0]
+""")
+
+
+# --- central differences over a container's leaves ---
+
+def _leaf(value) -> bool:
+    """A leaf: not a dict or tuple, nor a list holding anything but numbers."""
+    if type(value) in (dict, tuple):
+        return False
+    if type(value) is list:
+        return all(_leaf(v) and type(v) is not np.ndarray for v in value)
+    return True
+
+
+def _paths(tree, path=()):
+    if _leaf(tree):
+        yield path
+        return
+    for key, item in tree.items() if type(tree) is dict else enumerate(tree):
+        yield from _paths(item, (*path, key))
+
+
+def _get(tree, path):
+    for key in path:
+        tree = tree[key]
+    return tree
+
+
+def _put(tree, path, value):
+    if not path:
+        return value
+    key, rest = path[0], path[1:]
+    if type(tree) is dict:
+        return {k: _put(v, rest, value) if k == key else v for k, v in tree.items()}
+    return type(tree)(_put(v, rest, value) if k == key else v for k, v in enumerate(tree))
+
+
+def numeric_tree(f, args, index):
+    """Central differences of ``f(*args)`` with respect to each leaf of ``args[index]``, in
+    a container of the same structure."""
+    tree = args[index]
+    out = tree
+    for path in _paths(tree):
+        def at(leaf, path=path):
+            return f(*[_put(a, path, leaf) if i == index else a for i, a in enumerate(args)])
+        out = _put(out, path, numeric_grad(at, [_get(tree, path)], 0))
+    return out
+
+
+def assert_tree(got, expected, like, rtol=1e-6, atol=1e-7):
+    """``got`` has ``like``'s structure (container types, keys in order), each leaf the
+    kind of gradient a parameter of its own gets, and the values ``expected``."""
+    if not _leaf(like):
+        assert type(got) is type(like), (got, like)
+        if type(like) is dict:
+            assert list(got) == list(like)
+            pairs = [(got[k], expected[k], like[k]) for k in like]
+        else:
+            assert len(got) == len(like)
+            pairs = list(zip(got, expected, like, strict=True))
+        for g, e, x in pairs:
+            assert_tree(g, e, x, rtol, atol)
+        return
+    assert np.shape(got) == np.shape(like)
+    if isinstance(like, float):
+        assert type(got) is float, (got, like)
+    if isinstance(like, np.ndarray):
+        assert isinstance(got, np.ndarray)
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+
+
+def check_tree(f, args, index=0):
+    got = grad(f, wrt=index)(*args)
+    assert_tree(got, numeric_tree(f, args, index), args[index])
+    return got
+
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(5, 3))
+
+
+def arrays(*shapes):
+    return [RNG.normal(size=s) for s in shapes]
+
+
+# --- each way of reading a container ---
+
+@pytest.mark.parametrize(("f", "args"), [
+    (M.dense, ({"W": RNG.normal(size=(3, 2)), "b": RNG.normal(size=2)}, X)),
+    (M.dense, ({"b": 0.5, "W": RNG.normal(size=(3, 2))}, X)),
+    (M.unpacked, ((RNG.normal(size=3), 0.7), RNG.normal(size=3))),
+    (M.unpacked, ([RNG.normal(size=3), RNG.normal(size=3)], RNG.normal(size=3))),
+    (M.indexed, ((RNG.normal(size=3), RNG.normal(size=2), 1.5), RNG.normal(size=3))),
+    (M.mlp, ([tuple(arrays((3, 4), 4)), tuple(arrays((4, 2), 2))], X)),
+    (M.mlp, ([tuple(arrays((3, 4), 4)), (RNG.normal(size=(4, 1)), 0.3)], X)),
+    (M.two_layers, (((*arrays((3, 4), 4),), (*arrays((4, 2)), 0.1)), X)),
+    (M.each, (arrays(3, (2, 3), ()), RNG.normal(size=3))),
+    (M.each, ((1.0, 2.0, np.float64(3.0)), 0.5)),
+    (M.counted, (arrays(3, 3, 3), RNG.normal(size=3))),
+    (M.numbered, (arrays(3, 3), RNG.normal(size=3))),
+    (M.by_items, ({"ab": RNG.normal(size=3), "c": 2.0},)),
+    (M.network, ({"layers": [{"W": w, "b": b} for w, b in [arrays((3, 4), 4),
+                                                         arrays((4, 2), 2)]],
+                  "target": RNG.normal(size=2)}, X)),
+    (M.nested, ({"a": (RNG.normal(size=3), {"c": 1.5}), "b": [RNG.normal(size=2), 0.5]},
+                RNG.normal(size=3))),
+    (M.sliced, ((2.0, *arrays(3, 3)), RNG.normal(size=3))),
+])
+def test_a_container_gets_a_gradient_of_its_structure(f, args):
+    check_tree(f, args)
+
+
+def test_several_containers_and_wrt_tuples_holding_them():
+    ws, bs, x = tuple(arrays(3, 3)), [0.5, RNG.normal(size=3)], RNG.normal(size=3)
+    dws, dbs, dx = grad(M.zipped, wrt=("ws", "bs", "x"))(ws, bs, x)
+    assert_tree(dws, numeric_tree(M.zipped, (ws, bs, x), 0), ws)
+    assert_tree(dbs, numeric_tree(M.zipped, (ws, bs, x), 1), bs)
+    np.testing.assert_allclose(dx, numeric_grad(M.zipped, [ws, bs, x], 2), rtol=1e-6)
+    params = {"W": RNG.normal(size=(3, 2)), "b": RNG.normal(size=2)}
+    dp, dX = grad(M.dense, wrt=("params", "X"))(params, X)
+    assert_tree(dp, numeric_tree(M.dense, (params, X), 0), params)
+    np.testing.assert_allclose(dX, numeric_grad(M.dense, [params, X], 1), rtol=1e-6)
+    (dp,) = grad(M.dense, wrt=(0,))(params, X)
+    assert list(dp) == ["W", "b"]
+
+
+def test_value_and_grad_of_a_container():
+    params = {"W": RNG.normal(size=(3, 2)), "b": RNG.normal(size=2)}
+    value, dp = value_and_grad(M.dense)(params, X)
+    assert value == M.dense(params, X)
+    assert_tree(dp, numeric_tree(M.dense, (params, X), 0), params)
+
+
+def test_a_list_of_arrays_as_data_is_read_as_it_is():
+    w, xs, ys = RNG.normal(size=3), arrays(3, 3, 3), [1.0, 2.0, 0.5]
+    np.testing.assert_allclose(grad(M.data)(w, xs, ys), numeric_grad(M.data, [w, xs, ys], 0),
+                               rtol=1e-6)
+    dxs = grad(M.data, wrt="xs")(w, xs, ys)
+    assert_tree(dxs, numeric_tree(M.data, (w, xs, ys), 1), xs)
+
+
+def test_float32_and_int_leaves():
+    p = {"W": RNG.normal(size=(3, 2)).astype(np.float32), "b": 2, "c": [1, 2]}
+
+    def f(p, X):
+        return np.sum(X @ p["W"]) * p["b"] + np.sum(p["c"])
+
+    g = load("""
+        import numpy as np
+        def f(p, X):
+            return np.sum(X @ p["W"]) * p["b"] + np.sum(np.asarray(p["c"]) * 3.0)
+        """, "f")
+    got = grad(g)(p, X)
+    assert list(got) == ["W", "b", "c"]
+    np.testing.assert_allclose(got["W"], np.broadcast_to(X.sum(0)[:, None] * 2, (3, 2)),
+                               rtol=1e-5)
+    assert got["b"] == pytest.approx(float(np.sum(X @ p["W"])), rel=1e-5)
+    np.testing.assert_allclose(got["c"], [3.0, 3.0])
+
+
+def test_the_generated_code_unpacks_the_leaves_and_returns_the_structure():
+    source = grad(M.mlp)._source_for([tuple(arrays((3, 4), 4)), tuple(arrays((4, 2), 2))], X)
+    assert source.startswith("def grad_mlp(layers, X):\n")
+    assert "    layers_0_0 = layers[0][0]\n    layers_0_1 = layers[0][1]\n" in source
+    assert "    return [(_fit(dlayers_0_0, layers_0_0)" in source
+
+
+# --- against JAX ---
+
+def test_a_container_agrees_with_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def loss(params, X):
+        h = X
+        for p in params["layers"]:
+            h = jnp.tanh(h @ p["W"] + p["b"])
+        return jnp.sum((h - params["target"]) ** 2)
+
+    params = {"layers": [{"W": w, "b": b} for w, b in [arrays((3, 4), 4), arrays((4, 2), 2)]],
+              "target": RNG.normal(size=2)}
+    expected = jax.grad(loss)(params, X)
+    got = grad(M.network)(params, X)
+    assert_tree(got, jax.tree_util.tree_map(np.asarray, expected), params, rtol=1e-10)
+    layers = (tuple(arrays((3, 4), 4)), tuple(arrays((4, 2), 2)))
+    expected = jax.grad(lambda layers, X: jnp.sum(jnp.tanh(jnp.tanh(
+        X @ layers[0][0] + layers[0][1]) @ layers[1][0] + layers[1][1])))(layers, X)
+    assert_tree(grad(M.two_layers)(layers, X), jax.tree_util.tree_map(np.asarray, expected),
+                layers, rtol=1e-10)
