@@ -290,6 +290,8 @@ def _bind_target(low, target, item, node):
         if isinstance(item, Tree):
             low.env[target.id] = item.holder
             low.trees.setdefault(item.holder, item)
+        elif isinstance(item, _Item):
+            low._bind(target.id, low._expr(item.node), item.node)
         elif isinstance(item, Const):
             low._bind(target.id, low._expr(ast.copy_location(ast.Constant(item.value),
                                                              node)), node)
@@ -374,18 +376,7 @@ def _steps(low, it, stmt):
         elif fn is zip and it.args:
             found = [resolve(low, a) for a in it.args]
             if any(isinstance(t, Tree) for t in found):
-                for a, t in zip(it.args, found, strict=True):
-                    if not isinstance(t, Tree):
-                        low.fail(a, f"zip of a container being differentiated with "
-                                 f"{ast.unparse(a)}, which is not one, is not supported",
-                                 "for i in range(len(ws)): with ws[i] and xs[i]")
-                lengths = {len(t.items) for t in found}
-                strict = [k for k in it.keywords if k.arg == "strict"]
-                if strict and literal(strict[0].value) is True and len(lengths) > 1:
-                    low.fail(it, "zip(..., strict=True) of containers of different lengths",
-                             "containers of one length")
-                n = min(lengths)
-                return [_Pair(tuple(_values(t)[k] for t in found)) for k in range(n)]
+                return _zipped(low, it, found)
         elif fn is range and _reads_tree(low, stmt):
             bounds = [static(low, a) for a in it.args]
             if bounds and all(type(b) is int for b in bounds):
@@ -403,6 +394,53 @@ def _steps(low, it, stmt):
     if isinstance(tree, Tree):
         return _values(tree)
     return None
+
+
+def _zipped(low, it, found) -> list:
+    """zip(ws, bs), zip(ws, xs): containers being differentiated, and values that are not
+    (data, read item by item as written: xs[0], xs[1]...)."""
+    from .ir import Eqn
+
+    lengths = {len(t.items) for t in found if isinstance(t, Tree)}
+    strict = [k for k in it.keywords if k.arg == "strict"]
+    strict = bool(strict) and literal(strict[0].value) is True
+    if strict and len(lengths) > 1:
+        low.fail(it, "zip(..., strict=True) of containers of different lengths",
+                 "containers of one length")
+    n = min(lengths)
+    columns = []
+    for a, t in zip(it.args, found, strict=True):
+        if isinstance(t, Tree):
+            columns.append(_values(t)[:n])
+            continue
+        # The loop runs n times if the other value is long enough, as zip would: the
+        # generated code checks that it is, since a shorter one would end zip earlier.
+        code = low._constant_code(a)
+        what = "another length than" if strict else "fewer items than"
+        message = (f"{ast.unparse(a)} has {what} the {n} of the container being differentiated "
+                   "that it is zipped with, which symdiff unrolls the loop over; give it "
+                   f"{n} items or more, or zip the container with a part of it: "
+                   f"{ast.unparse(a)}[:{n}]")
+        check = ast.Expr(ast.Call(ast.Name("_zipped_with", ast.Load()), [
+            code, ast.Constant(n), ast.Constant(strict), ast.Constant(message)], []))
+        for node in ast.walk(check):
+            ast.copy_location(node, a)
+        low.eqns.append(Eqn("", "assert", check, low.line, tuple(_names(code)), False, low.where))
+        columns.append([_Item(ast.copy_location(ast.Subscript(copy.deepcopy(a), ast.Constant(k),
+                                                                ast.Load()), a))
+                        for k in range(n)])
+    return [_Pair(items) for items in zip(*columns, strict=True)]
+
+
+def _names(code):
+    return dict.fromkeys(n.id for n in ast.walk(code) if isinstance(n, ast.Name))
+
+
+@dataclass(frozen=True)
+class _Item:
+    """An item of a value that is not a container being differentiated: its code."""
+
+    node: ast.expr
 
 
 def _values(tree: Tree) -> list:

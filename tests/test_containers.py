@@ -6,6 +6,9 @@ import pytest
 from gradcheck import load, numeric_grad
 
 from symdiff import SymdiffError, grad, value_and_grad
+from symdiff import kinds as K
+from symdiff.api import build_source
+from symdiff.parse import parse
 
 M = load("""
     import numpy as np
@@ -230,14 +233,10 @@ def test_a_list_of_arrays_as_data_is_read_as_it_is():
 
 def test_float32_and_int_leaves():
     p = {"W": RNG.normal(size=(3, 2)).astype(np.float32), "b": 2, "c": [1, 2]}
-
-    def f(p, X):
-        return np.sum(X @ p["W"]) * p["b"] + np.sum(p["c"])
-
     g = load("""
         import numpy as np
         def f(p, X):
-            return np.sum(X @ p["W"]) * p["b"] + np.sum(np.asarray(p["c"]) * 3.0)
+            return np.sum(X @ p["W"]) * p["b"] + np.sum(p["c"]) * 3.0
         """, "f")
     got = grad(g)(p, X)
     assert list(got) == ["W", "b", "c"]
@@ -248,7 +247,9 @@ def test_float32_and_int_leaves():
 
 
 def test_the_generated_code_unpacks_the_leaves_and_returns_the_structure():
-    source = grad(M.mlp)._source_for([tuple(arrays((3, 4), 4)), tuple(arrays((4, 2), 2))], X)
+    layers = [tuple(arrays((3, 4), 4)), tuple(arrays((4, 2), 2))]
+    kinds = {"layers": K.kind(layers), "X": K.kind(X)}
+    _, source = build_source(parse(M.mlp), ("layers",), kinds=kinds)
     assert source.startswith("def grad_mlp(layers, X):\n")
     assert "    layers_0_0 = layers[0][0]\n    layers_0_1 = layers[0][1]\n" in source
     assert "    return [(_fit(dlayers_0_0, layers_0_0)" in source
