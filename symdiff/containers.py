@@ -91,7 +91,7 @@ def _tree(kind, path: ast.expr, base: str, names, problem) -> Tree:
         if literal(repr(key)) != key or isinstance(key, float):
             raise problem(f"{ast.unparse(path)} has the key {key!r} ({type(key).__name__}); "
                           "a container being differentiated may have keys that are strings "
-                          "or integers")
+                          "or integers", "string or integer keys (or tuples of them)")
         part = key if isinstance(key, str) and re.fullmatch(r"\w+", key, re.ASCII) else \
             str(key) if isinstance(key, int) and key >= 0 else str(i)
         here = _at(path, key)
@@ -287,6 +287,10 @@ def unpack(low, target, value) -> bool:
 
 def _bind_target(low, target, item, node):
     if isinstance(target, ast.Name):
+        if isinstance(item, _Pair):
+            low.fail(target, f"a loop over {ast.unparse(node)} binds one name to each pair, "
+                     "which symdiff does not follow here", "names for its parts: for i, w "
+                     "in enumerate(ws), for w, b in zip(ws, bs), for k, v in p.items()")
         if isinstance(item, Tree):
             low.env[target.id] = item.holder
             low.trees.setdefault(item.holder, item)
@@ -465,8 +469,27 @@ def _callee(low, call):
 
 
 def _reads_tree(low, stmt) -> bool:
-    return any(isinstance(n, ast.Name) and low.env.get(n.id) in low.trees
-               for n in ast.walk(stmt))
+    """Whether the body of ``for i in range(...)`` indexes a container with ``i``
+    (``ws[i]``), or passes both to a function (which may): then it is unrolled, so that
+    ``i`` is known in each iteration. Other range loops stay loops."""
+    if not isinstance(stmt.target, ast.Name):
+        return False
+    counter = stmt.target.id
+
+    def mentions(node, test):
+        return any(isinstance(n, ast.Name) and test(n.id) for n in ast.walk(node))
+
+    def tree(name):
+        return low.env.get(name) in low.trees
+
+    for n in ast.walk(ast.Module(stmt.body, [])):
+        if isinstance(n, ast.Subscript) and mentions(n.slice, counter.__eq__) and \
+                mentions(n.value, tree):
+            return True
+        if isinstance(n, ast.Call) and any(mentions(a, counter.__eq__) for a in n.args) and \
+                any(mentions(a, tree) for a in n.args):
+            return True
+    return False
 
 
 def in_code(code, trees):
@@ -511,6 +534,7 @@ def refuse_write(low, target):
     while isinstance(node, (ast.Subscript, ast.Attribute)):
         node = node.value
         if resolve(low, node) is not None:
-            low.fail(target, f"{ast.unparse(target)} = ... changes {ast.unparse(node)}, part "
-                     "of a container being differentiated, in place, which symdiff does not "
-                     "follow", "a new value under a name of its own (W2 = W + ...)")
+            low.fail(target, f"{ast.unparse(target)} = ... changes {ast.unparse(node)} in "
+                     "place, which symdiff does not follow: it is (part of) a container "
+                     "being differentiated", "a new value under a name of its own "
+                     "(W2 = W + ...)")

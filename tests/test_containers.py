@@ -278,3 +278,161 @@ def test_a_container_agrees_with_jax():
         X @ layers[0][0] + layers[0][1]) @ layers[1][0] + layers[1][1])))(layers, X)
     assert_tree(grad(M.two_layers)(layers, X), jax.tree_util.tree_map(np.asarray, expected),
                 layers, rtol=1e-10)
+
+
+# --- what is refused, and how ---
+
+R = load("""
+    import numpy as np
+
+    def appends(ws, x):
+        ws.append(x)
+        return np.sum(ws[0])
+
+    def whole(ws, x):
+        return np.sum(ws) * x
+
+    def keyed(p, k):
+        return np.sum(p[k])
+
+    def writes(p, x):
+        p["W"][0] = x
+        return np.sum(p["W"])
+
+    def ranged(ws, n):
+        s = 0.0
+        for i in range(n):
+            s = s + np.sum(ws[i])
+        return s
+
+    def breaks(ws):
+        s = 0.0
+        for w in ws:
+            if np.sum(w) > 3:
+                break
+            s = s + np.sum(w)
+        return s
+
+    def missing(p):
+        return np.sum(p["Z"])
+
+    def outside(ws):
+        return np.sum(ws[5])
+
+    def branch(p, c):
+        if c > 0:
+            q = p["a"]
+        else:
+            q = p["b"]
+        return np.sum(q[0])
+
+    def three(p):
+        a, b, c = p
+        return a * b
+
+    def shares(p, x):
+        W = p["W"]
+        W += x
+        return np.sum(p["W"] * W)
+
+    def zipped(ws, xs):
+        s = 0.0
+        for w, x in zip(ws, xs):
+            s = s + np.sum(w * x)
+        return s
+""")
+
+
+def text(call) -> str:
+    with pytest.raises(SymdiffError) as info:
+        call()
+    return str(info.value).replace(R.__file__, "F")
+
+
+TWO = [np.ones(2), np.ones(2)]
+
+
+@pytest.mark.parametrize(("f", "args", "expected"), [
+    (R.appends, (list(TWO), 1.0),
+     "F:5:5: ws.append(...) changes ws in place, which symdiff does not follow\n"
+     "        ws.append(x)\n        ^\n"
+     "  supported instead: make a new array: np.stack([a, b]), np.concatenate, arithmetic"),
+    (R.whole, (TWO, 2.0),
+     "F:9:19: ws is a list being differentiated, used here as a whole, which symdiff does "
+     "not differentiate\n        return np.sum(ws) * x\n                      ^\n"
+     "  supported instead: read its items (ws[0]), unpack it, loop over it, or pass it to "
+     "a function of your own"),
+    (R.keyed, ({"a": np.ones(2)}, "a"),
+     "F:12:21: p[k]: the key of a dict being differentiated must be known when the "
+     "gradient is built\n        return np.sum(p[k])\n                        ^\n"
+     "  supported instead: a constant (params[\"W\"], layers[0], layers[-1]), or the "
+     "counter of a loop over range(len(...)) of the container"),
+    (R.writes, ({"W": np.ones(2)}, 3.0),
+     "F:15:5: p['W'][0] = ... changes p['W'] in place, which symdiff does not follow: it "
+     "is (part of) a container being differentiated\n        p[\"W\"][0] = x\n        ^\n"
+     "  supported instead: a new value under a name of its own (W2 = W + ...)"),
+    (R.ranged, (TWO, 2), "F:21:27: ws[i]: the key of a list being differentiated"),
+    (R.breaks, (TWO,),
+     "F:26:5: break in a loop over a container being differentiated (which symdiff "
+     "unrolls) is not supported\n        for w in ws:\n        ^\n"
+     "  supported instead: an if around the rest of the body"),
+    (R.missing, ({"W": 1.0, "b": 2.0},),
+     "F:33:19: p has no key 'Z' (its keys: 'W', 'b')\n        return np.sum(p[\"Z\"])\n"
+     "                      ^\n  supported instead: one of its keys"),
+    (R.outside, (TWO,),
+     "F:36:19: ws is a list of 2 items: ws[5] is not one of them\n"
+     "        return np.sum(ws[5])\n                      ^\n"
+     "  supported instead: an index from -2 to 1, or a slice"),
+    (R.branch, ({"a": (np.ones(2),), "b": (np.ones(2),)}, 1.0),
+     "F:39:5: q holds a container being differentiated on one path and another value on "
+     "another, which symdiff does not follow\n        if c > 0:\n        ^\n"
+     "  supported instead: bind the container before the branch or loop, and read its "
+     "items inside"),
+    (R.three, ((1.0, 2.0),),
+     "F:46:5: p is a tuple of 2 items, unpacked here into 3\n        a, b, c = p\n"
+     "        ^\n  supported instead: 2 names"),
+])
+def test_what_cannot_be_followed_is_refused_where_it_is(f, args, expected):
+    assert text(lambda: grad(f)(*args)).startswith(expected)
+
+
+def test_a_name_sharing_a_leaf_is_not_changed_in_place():
+    message = text(lambda: grad(R.shares)({"W": np.ones(2)}, np.ones(2)))
+    assert message.startswith("W is an array shared with p['W'], so NumPy's augmented "
+                              "assignment changes p['W'] too, which symdiff does not follow")
+
+
+def test_data_zipped_with_a_container_must_be_long_enough():
+    ws, xs = arrays(2, 2), arrays(2, 2, 2)
+    np.testing.assert_allclose(grad(R.zipped)(ws, xs)[1], xs[1])
+    message = text(lambda: grad(R.zipped)(ws, xs[:1]))
+    assert "xs has fewer items than the 2 of the container being differentiated that it " \
+        "is zipped with, which symdiff unrolls the loop over; give it 2 items or more, or " \
+        "zip the container with a part of it: xs[:2]" in message
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ({"W": "a"}, "ws['W'] is a str, which cannot be differentiated"),
+    ({"W": [np.ones(2), None]}, "ws['W'][1] is None, which cannot be differentiated"),
+    ((np.ones(2), {"b": np.array(["x"])}),
+     "ws[1]['b'] is an array of dtype <U1, which cannot be differentiated"),
+])
+def test_a_leaf_that_is_not_a_number_is_refused_at_the_call(value, expected):
+    assert text(lambda: grad(R.whole)(value, 1.0)) == (
+        f"F:8:11: {expected}\n    def whole(ws, x):\n              ^\n"
+        "  supported instead: floats, ints and NumPy arrays of real numbers, in dicts, "
+        "tuples and lists (pass other values as parameters that are not differentiated)")
+
+
+def test_complex_leaves_ragged_lists_and_odd_keys_are_refused():
+    assert text(lambda: grad(R.whole)((1j, 2.0), 1.0)).startswith(
+        "F:8:11: ws[0] is a complex number; complex numbers are not supported\n")
+    assert text(lambda: grad(R.whole)([[1.0, 2.0], [3.0]], 1.0)) == (
+        "F:8:11: ws received a list of lists of different lengths, which NumPy cannot read "
+        "as an array\n    def whole(ws, x):\n              ^\n"
+        "  supported instead: lists of one length, an array, or a tuple of lists (each its "
+        "own item)")
+    assert text(lambda: grad(R.whole)({1.5: 1.0}, 1.0)) == (
+        "F:8:11: ws has the key 1.5 (float); a container being differentiated may have "
+        "keys that are strings or integers\n    def whole(ws, x):\n              ^\n"
+        "  supported instead: string or integer keys (or tuples of them)")
