@@ -73,8 +73,6 @@ class Gradient:
         self._wrt_at: tuple[int, ...] = ()  # where the differentiated ones are among them
 
     def __call__(self, *args, **kwargs):
-        if any(type(a) in (dict, tuple, list) for a in args):  # THROWAWAY until main's kinds
-            return _throwaway(self, args, kwargs)
         # A scalar gradient costs a few hundred nanoseconds: this path stays short.
         fn = self._ready
         if fn is None:
@@ -518,24 +516,3 @@ def value_and_grad(fun=None, wrt=0):
         return lambda f: Gradient(f, wrt, True, as_tuple)
     return Gradient(fun, wrt, True, as_tuple)
 
-
-def _throwaway(self, args, kwargs):  # THROWAWAY until main's kinds
-    from . import kinds as K
-    from .compile import compile_source
-    from .parse import parse
-
-    if self._signature is None:
-        self._signature = calls.signature(self.fun, self.wrt)
-    fn = self._check(lambda *a, **k: None, args, kwargs)
-    parsed = _without_default_code(parse(self.fun))
-    code = self.fun.__code__
-    names = code.co_varnames[:code.co_argcount]
-    kinds = {n: K.kind(a) for n, a in zip(names, args)}
-    ir, source = build_source(parsed, self.wrt, self.with_value, self.as_tuple, kinds)
-    built, _ = compile_source(source, "grad_" + ir.name, {n: o for n, o, _ in ir.globals},
-                              ir.np_alias)
-    _defaults(built, self.fun)
-    if fn is not None and getattr(fn, "__name__", "") == "widening":
-        w = self._signature.widened(args, kwargs)
-        args, kwargs = w
-    return built(*args, **kwargs)
