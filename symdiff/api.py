@@ -12,18 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import calls
+from . import calls, kinds
 from .errors import SymdiffError
 from .parse import NOT_LITERAL, literal
 
 _MEMORY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_PLAIN = calls.PLAIN
-# Booleans and 8- and 16-bit integers, which NumPy computes with in float16 or float32,
-# are differentiated from float64 copies (calls.Signature.widened); other dtypes, by their
-# characters: floats, 32- and 64-bit integers, pass as they are.
-_NARROW = frozenset({bool, np.bool_, np.int8, np.uint8, np.int16, np.uint16})
-_WIDE = "efdgiIlLqQ"
-_FAST = _PLAIN - _NARROW  # numbers that pass as they are, wherever they stand
 
 
 @dataclass(frozen=True)
@@ -41,11 +34,21 @@ class _Built:
         object.__setattr__(self, "backward", line)
 
 
+@dataclass
+class _Spec:
+    """One specialisation of a gradient: what a call with arguments of one key runs."""
+
+    kinds: tuple  # (parameter, kinds.Kind), in the order of the parameters
+    built: _Built
+    call: object  # built.fn, or a function that widens narrow arguments first
+
+
 class Gradient:
     """The gradient of a function, callable with that function's own arguments.
 
     ``source`` is the generated Python source, ``fun`` the original function. The gradient
-    is built on first use (call, ``source``) and cached in memory per function and options.
+    is specialised on the kinds of its arguments (``symdiff.kinds``): built on first use
+    for each kind, and cached in memory per function, options and kinds (and on disk).
     It pickles (and copies) as its function and options, and is built again where it is
     unpickled.
 
@@ -57,71 +60,132 @@ class Gradient:
     (12.0, True)
     """
 
-    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "_built", "_ready", "_signature",
-                 "_arity", "_wrt_at", "__weakref__")
+    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "has_aux", "_fast", "_specs",
+                 "_signature", "_names", "_arity", "__weakref__")
 
-    def __init__(self, fun, wrt, with_value=False, as_tuple=False):
+    def __init__(self, fun, wrt, with_value=False, as_tuple=False, has_aux=False):
         _refuse(fun)
         self.fun = fun
         self.wrt = wrt
         self.with_value = with_value
         self.as_tuple = as_tuple
-        self._built = None
-        self._ready = None  # the built function, when a call has nothing to check first
-        self._signature = None  # where the arguments are, once built
+        self.has_aux = has_aux
+        # Calls whose arguments' types say their kinds (Python and NumPy numbers), with
+        # nothing left out: the types -> the function to call, without a check.
+        self._fast: dict = {}
+        self._specs: dict = {}  # the kinds' key of a call -> _Spec
+        self._signature = None  # where the arguments are, once read
+        self._names: tuple[str, ...] = ()  # the parameters with a kind: positional, keyword
         self._arity = -1  # how many positional arguments a call with nothing left out has
-        self._wrt_at: tuple[int, ...] = ()  # where the differentiated ones are among them
 
     def __call__(self, *args, **kwargs):
         # A scalar gradient costs a few hundred nanoseconds: this path stays short.
-        fn = self._ready
-        if fn is None:
-            fn = self._prepare().fn
-        n = len(args)
-        if kwargs or n != self._arity:
-            _defaults(fn, self.fun)  # as the function has them now (f.__defaults__ = ...)
-            fn = self._check(fn, args, kwargs)
-        # Numbers in the two most common arities are told by their types alone: a loop
-        # costs more here than the arithmetic of a two-float gradient.
-        elif n == 2 and type(args[0]) in _FAST and type(args[1]) in _FAST or \
-                n == 1 and type(args[0]) in _FAST:
-            pass
-        else:
-            for a in args:
-                if type(a) not in _PLAIN and (type(a) is not np.ndarray
-                                              or a.dtype.char not in _WIDE):
-                    fn = self._check(fn, args, kwargs)
-                    break
-            else:
-                for i in self._wrt_at:
-                    if type(args[i]) in _NARROW:
-                        fn = self._check(fn, args, kwargs)
-                        break
+        if not kwargs:
+            n = len(args)
+            fn = self._fast.get(type(args[0]) if n == 1 else
+                                (type(args[0]), type(args[1])) if n == 2 else
+                                tuple(map(type, args)))
+            if fn is not None:
+                try:
+                    return fn(*args)
+                except Exception as e:
+                    return self._failed(e, self._spec(args, kwargs), args, kwargs)
+        spec = self._spec(args, kwargs)
+        built = spec.built
+        if built.guards and any(get() is not fn or _remade(fn, made)
+                                for get, fn, made in built.guards):
+            spec = self._specialise(args, kwargs, stale=built)  # a helper was redefined
+            built = spec.built
+        for name, get in built.refresh:
+            built.globals[name] = get()
         try:
-            return fn(*args, **kwargs) if kwargs else fn(*args)
+            return spec.call(*args, **kwargs) if kwargs else spec.call(*args)
         except Exception as e:
-            error = e
-        built = self._built
+            return self._failed(e, spec, args, kwargs)
+
+    def _failed(self, error, spec, args, kwargs):
+        built = spec.built
         # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): if the
         # derivatives raised (not the function's own code), run again on NumPy floats.
         if isinstance(error, (ZeroDivisionError, OverflowError)) and _in_backward(error, built):
+            args = [*map(_numpy_scalar, args)]
+            kwargs = {k: _numpy_scalar(v) for k, v in kwargs.items()}
+            spec = self._spec(args, kwargs)
             try:
-                return built.fn(*map(_numpy_scalar, args),
-                                **{k: _numpy_scalar(v) for k, v in kwargs.items()})
+                return spec.call(*args, **kwargs)
             except Exception as e:
-                error = e
+                error, built = e, spec.built
         raise calls.failure(error, self.fun, built)
 
-    def _check(self, fn, args, kwargs):
-        """Check the arguments of a call; returns what to call with them: ``fn``, or where a
-        boolean or small integer is differentiated, a function that differentiates float64
-        copies of such arguments (and returns the value the function computes)."""
+    def _spec(self, args, kwargs) -> _Spec:
+        """The specialisation a call with these arguments runs (built if new)."""
+        if self._signature is None:
+            self._read_signature()
+        if kwargs or len(args) != self._arity:
+            values = self._bind(args, kwargs)
+        else:
+            values = args
+        spec = self._specs.get(tuple(map(kinds.key, values)))
+        if spec is None:
+            return self._specialise(args, kwargs)
+        if values is not args:
+            _defaults(spec.built.fn, self.fun)  # as the function has them now
+        return spec
+
+    def _read_signature(self):
+        code = getattr(self.fun, "__code__", None)
+        if code is None:  # not a Python function: parse says so, and what instead
+            from .parse import parse
+
+            parse(self.fun)
+            raise SymdiffError(f"cannot differentiate {self.fun!r}: not a Python function")
+        self._signature = calls.signature(self.fun, self.wrt)
+        self._names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        # Keyword-only defaults are read on every call (the fast path reads none).
+        self._arity = -1 if getattr(self.fun, "__kwdefaults__", None) else \
+            self._signature.arity
+
+    def _bind(self, args, kwargs) -> tuple:
+        """The value of each parameter with a kind, in order: as passed, else its default
+        as the function has it now, else a marker (Python raises at the call)."""
+        positional = self._signature.positional
+        values = []
+        for i, name in enumerate(self._names):
+            if i < len(positional) and i < len(args):
+                values.append(args[i])
+            elif name in kwargs:
+                values.append(kwargs[name])
+            else:
+                values.append(calls.default_of(self.fun, positional, name))
+        return tuple(values)
+
+    def _specialise(self, args, kwargs, stale=None) -> _Spec:
+        """Check a call's arguments, and build (or find) the gradient for their kinds."""
+        if self._signature is None:
+            self._read_signature()
         self._signature.check(self.fun, args, kwargs)
+        key = tuple(map(kinds.key, self._bind(args, kwargs)))
         widened = self._signature.widened(args, kwargs)
-        if widened is None:
-            return fn
+        # Booleans and small integers are differentiated from float64 copies: built for
+        # the kinds of those.
+        values = self._bind(*widened) if widened is not None else self._bind(args, kwargs)
+        found = tuple((name, kinds.kind(v)) for name, v in zip(self._names, values,
+                                                                 strict=True)
+                      if v is not calls.MISSING)
+        built = self._build(found, stale)
+        _defaults(built.fn, self.fun)
+        call = built.fn if widened is None else self._widening(built.fn)
+        spec = self._specs[key] = _Spec(found, built, call)
+        if not (kwargs or built.refresh or built.guards) and len(args) == self._arity and \
+                all(type(a) in kinds.BY_TYPE for a in args):
+            self._fast[type(args[0]) if len(args) == 1 else tuple(map(type, args))] = call
+        return spec
+
+    def _widening(self, fn):
+        signature = self._signature
 
         def widening(*args, **kwargs):
+            widened = signature.widened(args, kwargs)
             try:
                 result = fn(*widened[0], **widened[1])
             except Exception:  # an integer that only works as one, as in range(n)
@@ -134,7 +198,7 @@ class Gradient:
         # Pickled as its function (by reference, as functions pickle) and options; the
         # gradient is built again where it is unpickled. Under @grad the module's name
         # holds the gradient, not the function: then the gradient is found by that name.
-        options = (self.wrt, self.with_value, self.as_tuple)
+        options = (self.wrt, self.with_value, self.as_tuple, self.has_aux)
         module = getattr(self.fun, "__module__", None)
         qualname = getattr(self.fun, "__qualname__", "")
         found = _lookup(module, qualname)
@@ -143,31 +207,39 @@ class Gradient:
         return Gradient, (self.fun, *options)
 
     def __copy__(self):
-        return Gradient(self.fun, self.wrt, self.with_value, self.as_tuple)
+        return Gradient(self.fun, self.wrt, self.with_value, self.as_tuple, self.has_aux)
 
     def __deepcopy__(self, memo):
         return self.__copy__()  # a function is copied as itself, as copy.deepcopy does
 
-    def _prepare(self) -> _Built:
-        """Build if needed, rebuild if a called function was rebound, read module data."""
-        built = self._built or self._build()
-        if built.guards and any(get() is not fn or _remade(fn, made)
-                                for get, fn, made in built.guards):
-            built = self._build(stale=built)  # a helper it calls was redefined
-        for name, get in built.refresh:
-            built.globals[name] = get()
-        return built
-
     @property
     def source(self) -> str:
-        """The generated gradient function's Python source."""
-        return (self._built or self._build()).source
+        """The generated gradient function's Python source, for float64 arrays (and Python
+        numbers where a parameter's default or annotation says so): see ``source_for``."""
+        return self._shown().source
+
+    def source_for(self, *args, **kwargs) -> str:
+        """The generated source that a call with these arguments runs.
+
+        >>> import numpy as np
+        >>> from symdiff import grad
+        >>> def f(x):
+        ...     return np.sum(x ** 2)
+        >>> "float32" in grad(f).source_for(np.ones(2, dtype=np.float32))
+        True
+        """
+        return self._spec(args, kwargs).built.source
+
+    def _shown(self) -> _Built:
+        if self._signature is None:
+            self._read_signature()
+        return self._build(kinds.assumed(self.fun, self._names))
 
     @property
     def __wrapped__(self):
         # inspect.getsource(gradient) unwraps to the generated function, whose lines are
         # registered with linecache.
-        return (self._built or self._build()).fn
+        return self._shown().fn
 
     @property
     def __name__(self):
@@ -177,24 +249,17 @@ class Gradient:
         what = "value_and_grad" if self.with_value else "grad"
         return f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt {self.wrt}>"
 
-    def _build(self, stale=None) -> _Built:
+    def _build(self, found, stale=None) -> _Built:
+        options = (self.wrt, self.with_value, self.as_tuple, self.has_aux, found)
         # The code object too: replacing f.__code__ (as autoreload does) is a new f.
-        key = (self.wrt, self.with_value, self.as_tuple, getattr(self.fun, "__code__", None))
+        key = (*options, getattr(self.fun, "__code__", None))
         try:
             per_fn = _MEMORY.setdefault(self.fun, {})
         except TypeError:  # not weak-referenceable: no memory cache
             per_fn = {}
         built = per_fn.get(key)
         if built is None or built is stale:
-            built = per_fn[key] = _build(self.fun, self.wrt, self.with_value, self.as_tuple)
-        if self._signature is None:
-            self._signature = calls.signature(self.fun, self.wrt)
-            # Keyword-only defaults are read on every call (the fast path reads none).
-            self._arity = -1 if getattr(self.fun, "__kwdefaults__", None) else \
-                self._signature.arity
-            self._wrt_at = tuple(i for _, i in self._signature.wrt if i is not None)
-        self._built = built
-        self._ready = None if built.refresh or built.guards else built.fn
+            built = per_fn[key] = _build(self.fun, *options)
         return built
 
     # --- inspection: closed formulas (symdiff.formula) and notebook display ---
@@ -252,7 +317,7 @@ class Gradient:
         return "$$\\begin{aligned}" + " \\\\ ".join(rows) + "\\end{aligned}$$"
 
 
-def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None):
+def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_aux=False):
     """Run the pipeline on a parsed function: returns ``(ir, source)`` of its gradient,
     specialised on ``kinds`` (parameter name -> kinds.Kind; None or a name left out: any).
 
@@ -266,7 +331,7 @@ def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None):
     from .prune import prune
 
     try:
-        ir = lower(parsed, wrt, kinds)
+        ir = lower(parsed, wrt, kinds, has_aux)
         return ir, emit(prune(differentiate(ir, with_value, as_tuple)))
     except SymdiffError:
         raise
@@ -278,10 +343,11 @@ def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None):
         raise err from None
 
 
-def _build(fun, wrt, with_value, as_tuple) -> _Built:
+def _build(fun, wrt, with_value, as_tuple, has_aux, found) -> _Built:
     from . import cache
 
-    options = (wrt, with_value, as_tuple)
+    # (the kinds as text: a cache key is made of the options' repr)
+    options = (wrt, with_value, as_tuple, has_aux, [(n, str(k)) for n, k in found])
     entry = cache.load(fun, options)
     built = _from_entry(fun, entry) if entry is not None else None
     if built is not None:
@@ -291,7 +357,7 @@ def _build(fun, wrt, with_value, as_tuple) -> _Built:
     from .parse import parse
 
     parsed = _without_default_code(parse(fun))
-    ir, source = build_source(parsed, wrt, with_value, as_tuple)
+    ir, source = build_source(parsed, wrt, with_value, as_tuple, dict(found), has_aux)
     names = {n: obj for n, obj, _ in ir.globals}
     fn, globs = compile_source(source, "grad_" + ir.name, names, ir.np_alias)
     _defaults(fn, fun)
@@ -459,7 +525,7 @@ def _lookup(module, qualname):
     return obj
 
 
-def _by_name(module, qualname, wrt, with_value, as_tuple):
+def _by_name(module, qualname, wrt, with_value, as_tuple, has_aux=False):
     """Unpickle a gradient whose function's name holds a gradient (``@grad def f``)."""
     import importlib
 
@@ -470,7 +536,7 @@ def _by_name(module, qualname, wrt, with_value, as_tuple):
 
         raise pickle.UnpicklingError(f"cannot find {module}.{qualname} to rebuild its gradient")
     return Gradient(found.fun if isinstance(found, Gradient) else found, wrt, with_value,
-                    as_tuple)
+                    as_tuple, has_aux)
 
 
 def _normalize_wrt(wrt):
@@ -481,12 +547,14 @@ def _normalize_wrt(wrt):
     return (wrt,), False
 
 
-def grad(fun=None, wrt=0):
+def grad(fun=None, wrt=0, has_aux=False):
     """The gradient of a scalar function ``fun`` with respect to ``wrt``.
 
     ``wrt`` is a parameter name or position (one gradient), or a tuple of them (a tuple of
     gradients, in that order). Each gradient has the shape of its parameter. Used bare
     (``@grad``), called (``grad(f, wrt="y")``) or as a factory (``@grad(wrt=1)``).
+    ``has_aux=True``: ``fun`` returns ``(value, aux)``, and the gradient ``(gradient,
+    aux)``, aux as the function computed it (JAX's contract).
 
     >>> import numpy as np
     >>> from symdiff import grad
@@ -498,12 +566,13 @@ def grad(fun=None, wrt=0):
     """
     wrt, as_tuple = _normalize_wrt(wrt)
     if fun is None:
-        return lambda f: Gradient(f, wrt, False, as_tuple)
-    return Gradient(fun, wrt, False, as_tuple)
+        return lambda f: Gradient(f, wrt, False, as_tuple, has_aux)
+    return Gradient(fun, wrt, False, as_tuple, has_aux)
 
 
-def value_and_grad(fun=None, wrt=0):
-    """Like ``grad``, but the result is ``(fun(*args), gradient)``, from one forward sweep.
+def value_and_grad(fun=None, wrt=0, has_aux=False):
+    """Like ``grad``, but the result is ``(fun(*args), gradient)``, from one forward sweep;
+    with ``has_aux=True``, ``((value, aux), gradient)``.
 
     >>> from symdiff import value_and_grad
     >>> def f(x):
@@ -513,6 +582,5 @@ def value_and_grad(fun=None, wrt=0):
     """
     wrt, as_tuple = _normalize_wrt(wrt)
     if fun is None:
-        return lambda f: Gradient(f, wrt, True, as_tuple)
-    return Gradient(fun, wrt, True, as_tuple)
-
+        return lambda f: Gradient(f, wrt, True, as_tuple, has_aux)
+    return Gradient(fun, wrt, True, as_tuple, has_aux)

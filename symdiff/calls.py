@@ -47,8 +47,8 @@ class Signature:
             elif name in kwargs:
                 value = kwargs[name]
             else:
-                value = _default(fun, self.positional, name)
-                if value is _MISSING:
+                value = default_of(fun, self.positional, name)
+                if value is MISSING:
                     continue  # Python says so at the call
             kind = unsupported(value)
             if kind is not None:
@@ -100,16 +100,16 @@ def _float64(value):
     return np.float64(value)  # a scalar stays a scalar, with NumPy's inf rather than errors
 
 
-_MISSING = object()
+MISSING = object()
 _RAGGED = "a list of lists of different lengths"
 
 
-def _default(fun, positional, name):
-    """The default Python gave parameter ``name`` at ``fun``'s def, or _MISSING."""
+def default_of(fun, positional, name):
+    """The default Python gave parameter ``name`` at ``fun``'s def, or MISSING."""
     defaults = fun.__defaults__ or ()
     if name in positional[len(positional) - len(defaults):]:
         return defaults[positional.index(name) - (len(positional) - len(defaults))]
-    return (fun.__kwdefaults__ or {}).get(name, _MISSING)
+    return (fun.__kwdefaults__ or {}).get(name, MISSING)
 
 
 def signature(fun, wrt) -> Signature:

@@ -9,6 +9,7 @@ a function could not be differentiated or a check disagreed, 2 for a usage error
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import importlib.machinery
 import importlib.util
@@ -19,6 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import kinds
 from .errors import SymdiffError
 
 _EPILOG = """\
@@ -69,6 +71,7 @@ class _Built:
     ir: object  # lower.IR
     source: str
     as_tuple: bool
+    checked: str = ""  # the source --check runs (built for scalars where nothing says more)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,7 +149,13 @@ def main(argv: list[str] | None = None) -> int:
                                               "to differentiate"), opts.file, "note: ")
             continue
         try:
-            ir, source = _build(fs, module, *spec)
+            shown = _kinds(fs.node, shapes, kinds.FLOAT64)
+            ir, source = _build(fs, module, *spec, shown)
+            checked = _kinds(fs.node, shapes, kinds.FLOAT)
+            if opts.check and checked != shown:
+                checked = _build(fs, module, *spec, checked)[1]
+            else:
+                checked = source
         except SymdiffError as e:
             # The library's "a bug in symdiff" for a RecursionError it did not foresee is,
             # here, an expression too deep: say so, where.
@@ -160,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             _report(_too_big(module, fs.node, f"cannot differentiate {name}", e), opts.file)
             failed = True
             continue
-        built.append(_Built(name, fs, ir, source, spec[1]))
+        built.append(_Built(name, fs, ir, source, spec[1], checked))
 
     if opts.format is not None or not (opts.check or opts.output):
         unicode = not opts.ascii and sys.stdout.isatty() and "utf" in (
@@ -289,7 +298,56 @@ def _parameters(node) -> tuple[str, ...]:
     return tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))
 
 
-def _build(fs, module, wrt, as_tuple):
+def _kinds(node, shapes, unknown) -> dict:
+    """The kinds a function read from a file is built for: a parameter's --shape, else its
+    annotation (a shape, float, int, bool), else its default's (a number, or an array
+    made by a call), else ``unknown`` (a float64 array to print; a float to --check, which
+    draws floats where nothing says more)."""
+    from .parse import NOT_LITERAL, literal
+
+    a = node.args
+    positional = [*a.posonlyargs, *a.args]
+    defaults = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults):]],
+                        a.defaults, strict=True))
+    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
+                     if d is not None})
+    out = {}
+    for p in (*positional, *a.kwonlyargs):
+        dims = shapes.get(p.arg, _annotated_shape(p.annotation))
+        value = literal(defaults[p.arg]) if p.arg in defaults else NOT_LITERAL
+        if dims is not None:
+            out[p.arg] = kinds.Array("float64", len(dims)) if dims else kinds.FLOAT
+        elif p.annotation is not None and isinstance(
+                found := kinds.annotated(ast.unparse(p.annotation).strip("'\"")), kinds.Number):
+            out[p.arg] = found
+        elif value is not NOT_LITERAL:
+            out[p.arg] = kinds.kind(value)
+        elif isinstance(defaults.get(p.arg), ast.Call):  # np.ones((3, 4)), say
+            out[p.arg] = kinds.FLOAT64
+        else:
+            out[p.arg] = unknown
+    return out
+
+
+def _annotated_shape(note) -> tuple[int, ...] | None:
+    """The shape an annotation writes (``x: (3, 4)``, ``x: "(3, 4)"``, ``x: 3``), or None."""
+    if note is None:
+        return None
+    try:
+        value = ast.literal_eval(note)
+        if isinstance(value, str):
+            value = ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
+    if isinstance(value, tuple) and all(isinstance(n, int) and not isinstance(n, bool)
+                                        for n in value):
+        return value
+    return None
+
+
+def _build(fs, module, wrt, as_tuple, kinds=None):
     """``build_source`` on a function read from a file; where it reads a name that could not
     be resolved without running the file, the problem says so (not just "not defined")."""
     from .api import build_source
@@ -298,7 +356,7 @@ def _build(fs, module, wrt, as_tuple):
 
     problems = unresolved_problems(fs, module)
     try:
-        ir, source = build_source(parse(fs), wrt, False, as_tuple)
+        ir, source = build_source(parse(fs), wrt, False, as_tuple, kinds)
     except SymdiffError as e:
         if not e.problems and not problems:
             raise
@@ -408,7 +466,7 @@ def _check(module, built, shapes) -> bool:
             continue
         names = _live_names(b.ir, module, Namespace(fn.__globals__))
         try:
-            compiled, _ = compile_source(b.source, "grad_" + b.name, names, b.ir.np_alias)
+            compiled, _ = compile_source(b.checked, "grad_" + b.name, names, b.ir.np_alias)
             # The defaults Python gave fn at its def, not their expressions' values now.
             compiled.__defaults__, compiled.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
             gradient = compiled if b.as_tuple else _one_to_tuple(compiled)

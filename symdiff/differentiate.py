@@ -80,6 +80,7 @@ class Program:
     shared: tuple[bool, ...] = ()  # per gradient: it may be someone else's array: copy it
     floats: tuple[str, ...] = ()  # parameters the backward sweep computes with (_as_float)
     lists: tuple[str, ...] = ()  # parameters it reads otherwise: a list as an array there
+    aux: str = ""  # has_aux: the name that keeps aux for the return
 
 
 def differentiate(ir: IR, with_value: bool = False, as_tuple: bool = False) -> Program:
@@ -142,8 +143,9 @@ class _Differentiator:
         check = sources(self.shapes, self.ir.result) != frozenset()
         # The backward sweep may rebind the value's name (a loop's tape restores it).
         value = self.names.fresh("_value") if with_value and self.tapes else ""
+        aux = self.names.fresh("_aux_value") if self.ir.aux and self.tapes else self.ir.aux
         return Program(self.ir, tuple(forward), tuple(backward), grads, seed, with_value,
-                       as_tuple, check, value, shared, floats, self.lists)
+                       as_tuple, check, value, shared, floats, self.lists, aux)
 
     def _floats(self, backward) -> tuple[list, tuple[str, ...]]:
         """The values the derivatives compute with, in float64: the function's x * K * K
@@ -454,9 +456,11 @@ class _Differentiator:
                     if id(node) in calls:
                         out.append(Line(calls[id(node)], _replace(node, calls, skip=id(node)),
                                         item.where))
+                comment = "" if item.kind != "stop_gradient" else \
+                    "aux: returned as computed, not differentiated" \
+                    if item.out == self.ir.aux else "stop_gradient: no gradient flows back"
                 out.append(Line(item.out, _replace(item.code, calls), item.where,
-                                comment="stop_gradient: no gradient flows back"
-                                if item.kind == "stop_gradient" else ""))
+                                comment=comment))
             elif isinstance(item, If):
                 then = self._forward(item.then) + [
                     Line(m, ast.Name(t, ast.Load()), item.where) for m, t, _ in item.phis]

@@ -94,6 +94,8 @@ def emit(program: Program) -> str:
                    f"_check_scalar({ir.result}, {ir.name!r})")
     if program.value:
         out.append(f"    {program.value} = {ir.result}")
+    if program.aux != ir.aux:  # (a loop's tape may restore ir.aux's name)
+        out.append(f"    {program.aux} = {ir.aux}")
     out.append(f"    {program.seed} = 1.0")
     for p in program.floats:  # derivatives in float64: not a list, not integers that wrap
         out.append(f"    if {kind.format(p)} is not float: {p} = _as_float({p})")
@@ -109,8 +111,12 @@ def emit(program: Program) -> str:
         grads = containers.rebuild(ir, grads)
     result = grads[0] if len(grads) == 1 and not program.as_tuple else (
         "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")")
+    value = program.value or ir.result
+    if program.aux:
+        value = f"({value}, {program.aux})"
+        result = f"({result}, {program.aux})" if not program.with_value else result
     if program.with_value:
-        result = f"{program.value or ir.result}, {result}"
+        result = f"{value}, {result}"
     out.append(f"    return {result}")
     return _number_temporaries("\n".join(out) + "\n", ir.user_names)
 

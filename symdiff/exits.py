@@ -22,6 +22,7 @@ import ast
 from dataclasses import dataclass
 
 RETURN = "<return>"  # cannot be a user's name; lowering names its SSA versions _ret
+AUX = "<aux>"  # under has_aux, the second part of what the function returns (_aux)
 NEVER, SOME, ALWAYS = "never", "some", "always"  # which paths through a block exit
 
 

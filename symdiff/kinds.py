@@ -160,3 +160,28 @@ def differentiable(k: Kind) -> bool:
 def text(kinds: dict) -> str:
     """The kinds of a build, one ``name: kind`` per parameter, for cache keys and headers."""
     return ", ".join(f"{name}: {k}" for name, k in kinds.items())
+
+
+def assumed(fun, names) -> tuple:
+    """The kinds ``.source`` shows a gradient for, before a call says more: each parameter's
+    default's kind, else its annotation's (float, int, bool), else a float64 array."""
+    positional = names[:fun.__code__.co_argcount]
+    defaults = dict(zip(positional[len(positional) - len(fun.__defaults__ or ()):],
+                        fun.__defaults__ or (), strict=True))
+    defaults.update(fun.__kwdefaults__ or {})
+    annotations = getattr(fun, "__annotations__", None) or {}
+    out = {}
+    for name in names:
+        if name in defaults:
+            out[name] = kind(defaults[name])
+        else:
+            out[name] = annotated(annotations.get(name))
+    return tuple(out.items())
+
+
+def annotated(annotation) -> Kind:
+    """The kind an annotation names (a type, or its text under ``from __future__ import
+    annotations``): a Python number for float, int and bool, else a float64 array."""
+    if isinstance(annotation, str):
+        annotation = {"float": float, "int": int, "bool": bool}.get(annotation.strip())
+    return _NUMBERS.get(annotation, FLOAT64)

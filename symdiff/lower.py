@@ -17,7 +17,7 @@ import numpy as np
 
 from . import containers, rules, runtime
 from .errors import Problem, SymdiffError
-from .exits import RETURN, ExitError, single_exit
+from .exits import AUX, RETURN, ExitError, single_exit
 from .expressions import COVERAGE, OPS, Expressions, Val, _user_function, names_in
 from .ir import IR, Eqn, If, Names, symbol
 from .loops import Loops, assigned
@@ -28,9 +28,10 @@ RESERVED = ("np", "SymdiffError", *(n for n, v in vars(runtime).items()
                                     if n.startswith("_") and callable(v)))
 
 
-def lower(parsed: Parsed, wrt, kinds=None) -> IR:
+def lower(parsed: Parsed, wrt, kinds=None, has_aux=False) -> IR:
     """Lower ``parsed`` for differentiation with respect to ``wrt`` (names or positions),
     specialised on ``kinds`` (parameter -> kinds.Kind; a parameter left out may be anything).
+    ``has_aux``: the function returns ``(value, aux)``; aux is run, not differentiated.
     """
     # Lowering recurses through the code as it nests (an expression in a call, a helper
     # inlined in a helper: ten frames a helper), and Python runs code deeper than its
@@ -39,13 +40,15 @@ def lower(parsed: Parsed, wrt, kinds=None) -> IR:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
     try:
-        return dataclasses.replace(_Lowering(parsed).run(wrt, kinds), kinds=dict(kinds or {}))
+        return dataclasses.replace(_Lowering(parsed, has_aux).run(wrt, kinds),
+                                   kinds=dict(kinds or {}))
     finally:
         sys.setrecursionlimit(limit)
 
 
 class _Lowering(Expressions, Loops):
-    def __init__(self, parsed: Parsed):
+    def __init__(self, parsed: Parsed, has_aux=False):
+        self.has_aux = has_aux
         self.top = parsed
         self.parsed = parsed
         self.src = parsed.source
@@ -136,7 +139,7 @@ class _Lowering(Expressions, Loops):
                   tuple(self.eqns), result, frozenset(self.names.taken), frozenset(self.ids),
                   tuple(self.data_globals.items()), self.np_alias,
                   tuple((n, o, self.globals_where[n]) for n, o in self.globals_used.items()),
-                  tuple(self.guards.values()),
+                  tuple(self.guards.values()), aux=self.env.get(AUX, ""),
                   trees={p: self.trees[f"<{p}>"] for p in given if f"<{p}>" in self.trees},
                   given_wrt=given)
 
@@ -306,6 +309,9 @@ class _Lowering(Expressions, Loops):
         self.fail(stmt, f"{type(stmt).__name__} statements are not supported", _STATEMENTS)
 
     def _assign(self, target, value):
+        if isinstance(target, ast.Name) and target.id == RETURN and self.has_aux and \
+                self.parsed is self.top:
+            value = self._aux(value)
         if isinstance(target, ast.Name):
             if target.id == RETURN and isinstance(value, ast.Tuple):
                 self.fail(value, "the function returns a tuple; a gradient needs a scalar "
@@ -346,6 +352,25 @@ class _Lowering(Expressions, Loops):
         self._unsupported_statement(ast.Assign(targets=[target], value=value,
                                                lineno=target.lineno,
                                                col_offset=target.col_offset))
+
+    def _aux(self, value):
+        """``return value, aux`` under has_aux: aux is run as written, without gradient
+        (it may be any object); returns the value's part."""
+        if not (isinstance(value, ast.Tuple) and len(value.elts) == 2 and not any(
+                isinstance(e, ast.Starred) for e in value.elts)):
+            self.fail(value, "with has_aux=True the function returns a pair (value, aux), "
+                      "written out in the return statement", "return loss, aux")
+        aux = value.elts[1]
+        code = self._constant_code(aux)
+        if isinstance(code, ast.Name):
+            self.env[AUX] = code.id
+        else:
+            out = self._ssa(AUX)
+            self.bound.add(out)
+            self.eqns.append(Eqn(out, "stop_gradient", code, self.line, names_in(code),
+                                 False, self.where))
+            self.env[AUX] = out
+        return value.elts[0]
 
     def _unpack(self, target, value):
         """n, m = A.shape; a, b = A (its rows). The unpacking runs as written, so that a
@@ -456,7 +481,8 @@ class _Lowering(Expressions, Loops):
     def _ssa(self, name) -> str:
         """A fresh SSA name for ``name``: its own name first, then name_1, name_2, ..."""
         if name.startswith("<"):  # a pseudo-variable: the return value, a break flag
-            base = ("_ret" if name == RETURN else "_brk" if name.startswith("<break") else
+            base = ("_ret" if name == RETURN else "_aux" if name == AUX else
+                    "_brk" if name.startswith("<break") else
                     "_done" if name.startswith("<done") else "_t")
             return self.names.fresh(base, numbered=base == "_t")
         if name in self.bound or name in self.globals_used or name in RESERVED:

@@ -44,11 +44,11 @@ def prune(program: Program) -> Program:
         # (what a guard may name: the values of the function, not its modules)
         operands = set(ir.params) | {n for n, _ in ir.data_globals} | {
             line.target for line in _flat(forward) if line.target}
-        forward = _live(forward, values | {p for p, _ in grads}, shaped, stand_ins, must_run,
-                        certain, operands)
+        forward = _live(forward, values | {p for p, _ in grads} | {ir.aux} - {""}, shaped,
+                        stand_ins, must_run, certain, operands)
     # An array read by the backward sweep only for its shape is let go after its last use
     # in the forward one; one it does not read at all is deleted after its last use.
-    kept = values | {p for p, _ in grads} | {ir.result}
+    kept = values | {p for p, _ in grads} | {ir.result, ir.aux}
     made = {line.target for line in forward if isinstance(line, Line) and line.target
             and not sources(shapes, line.target).isdisjoint(arrays)} - kept
     forward = _release(forward, made & shaped, made - shaped)
