@@ -6,9 +6,6 @@ import pytest
 from gradcheck import load, numeric_grad
 
 from symdiff import SymdiffError, grad, value_and_grad
-from symdiff import kinds as K
-from symdiff.api import build_source
-from symdiff.parse import parse
 
 M = load("""
     import numpy as np
@@ -223,6 +220,20 @@ def test_value_and_grad_of_a_container():
     assert_tree(dp, numeric_tree(M.dense, (params, X), 0), params)
 
 
+def test_has_aux_and_keywords_with_a_container():
+    params = {"W": RNG.normal(size=(3, 2)), "b": RNG.normal(size=2)}
+    f = load("""
+        import numpy as np
+        def f(params, X):
+            h = np.tanh(X @ params["W"] + params["b"])
+            return np.sum(h ** 2), {"h": h}
+        """, "f")
+    dp, aux = grad(f, has_aux=True)(params, X)
+    assert_tree(dp, numeric_tree(lambda p, X: f(p, X)[0], (params, X), 0), params)
+    np.testing.assert_array_equal(aux["h"], f(params, X)[1]["h"])
+    assert_tree(grad(M.dense)(X=X, params=params), dp, params, rtol=1e-12)
+
+
 def test_a_list_of_arrays_as_data_is_read_as_it_is():
     w, xs, ys = RNG.normal(size=3), arrays(3, 3, 3), [1.0, 2.0, 0.5]
     np.testing.assert_allclose(grad(M.data)(w, xs, ys), numeric_grad(M.data, [w, xs, ys], 0),
@@ -247,9 +258,7 @@ def test_float32_and_int_leaves():
 
 
 def test_the_generated_code_unpacks_the_leaves_and_returns_the_structure():
-    layers = [tuple(arrays((3, 4), 4)), tuple(arrays((4, 2), 2))]
-    kinds = {"layers": K.kind(layers), "X": K.kind(X)}
-    _, source = build_source(parse(M.mlp), ("layers",), kinds=kinds)
+    source = grad(M.mlp).source_for([tuple(arrays((3, 4), 4)), tuple(arrays((4, 2), 2))], X)
     assert source.startswith("def grad_mlp(layers, X):\n")
     assert "    layers_0_0 = layers[0][0]\n    layers_0_1 = layers[0][1]\n" in source
     assert "    return [(_fit(dlayers_0_0, layers_0_0)" in source
@@ -273,6 +282,17 @@ def test_a_container_agrees_with_jax():
     expected = jax.grad(loss)(params, X)
     got = grad(M.network)(params, X)
     assert_tree(got, jax.tree_util.tree_map(np.asarray, expected), params, rtol=1e-10)
+
+    def mlp(layers, X):
+        h = X
+        for W, b in layers:
+            h = jnp.tanh(h @ W + b)
+        return jnp.mean(h ** 2)
+
+    layers = [tuple(arrays((3, 4), 4)), tuple(arrays((4, 2), 2))]
+    expected = jax.grad(mlp)(layers, X)
+    assert_tree(grad(M.mlp)(layers, X), jax.tree_util.tree_map(np.asarray, expected),
+                layers, rtol=1e-10)
     layers = (tuple(arrays((3, 4), 4)), tuple(arrays((4, 2), 2)))
     expected = jax.grad(lambda layers, X: jnp.sum(jnp.tanh(jnp.tanh(
         X @ layers[0][0] + layers[0][1]) @ layers[1][0] + layers[1][1])))(layers, X)
@@ -398,8 +418,10 @@ def test_what_cannot_be_followed_is_refused_where_it_is(f, args, expected):
 
 def test_a_name_sharing_a_leaf_is_not_changed_in_place():
     message = text(lambda: grad(R.shares)({"W": np.ones(2)}, np.ones(2)))
-    assert message.startswith("W is an array shared with p['W'], so NumPy's augmented "
-                              "assignment changes p['W'] too, which symdiff does not follow")
+    assert message == ("F:51:5: W is an array shared with p['W'], so NumPy's augmented "
+                       "assignment changes p['W'] too, which symdiff does not follow\n"
+                       "        W += x\n        ^\n"
+                       "  supported instead: W = W + ..., which makes a new array")
 
 
 def test_data_zipped_with_a_container_must_be_long_enough():
