@@ -170,9 +170,18 @@ def _said(node, tree) -> str:
 
 
 def _example(tree: Tree) -> str:
-    return ast.unparse(_at(ast.Name(tree.text.split("[")[0], ast.Load()), tree.keys[0])) \
-        if tree.keys and "[" not in tree.text else \
-        ast.unparse(_at(tree.path, tree.keys[0])) if tree.keys else tree.text + "[0]"
+    return ast.unparse(_at(tree.path, tree.keys[0])) if tree.keys else tree.text + "[0]"
+
+
+def as_list(low, node):
+    """``node`` (an argument taking a list of arrays, as np.stack's) as the list of its
+    items where it is a tuple or list being differentiated; else ``node`` itself."""
+    tree = resolve(low, node)
+    if not isinstance(tree, Tree) or tree.type is dict:
+        return node
+    items = [ast.copy_location(ast.Subscript(node, ast.Constant(k), ast.Load()), node)
+             for k in tree.keys]
+    return ast.copy_location(ast.List(items, ast.Load()), node)
 
 
 def resolve(low, node):
@@ -331,6 +340,20 @@ def refuse_merge(low, node, name, *ssas):
                  "bind the container before the branch or loop, and read its items inside")
 
 
+def carried(low, stmt, names, phis, nexts) -> tuple[list, dict]:
+    """A loop's carried variables that hold a container at the end of an iteration (the
+    target of a loop over one, unrolled inside this loop): bound to it afresh in every
+    iteration, so not carried (their phi stays as it was); after the loop, they hold it.
+    Returns the next values and those variables; refuses any other merge of a container."""
+    nexts, after = list(nexts), {}
+    for i, (name, (phi, init), nxt) in enumerate(zip(names, phis, nexts, strict=True)):
+        if nxt in low.trees and init is None:
+            nexts[i], after[name] = phi, nxt
+        else:
+            refuse_merge(low, stmt, name, init or phi, nxt)
+    return nexts, after
+
+
 # --- loops over containers, unrolled ---
 
 
@@ -377,6 +400,10 @@ def _steps(low, it, stmt):
             tree = resolve(low, it.args[0])
             if isinstance(tree, Tree):
                 return [_Pair((Const(i), x)) for i, x in enumerate(_values(tree))]
+        elif fn is reversed and len(it.args) == 1:
+            tree = resolve(low, it.args[0])
+            if isinstance(tree, Tree):
+                return _values(tree)[::-1]
         elif fn is zip and it.args:
             found = [resolve(low, a) for a in it.args]
             if any(isinstance(t, Tree) for t in found):

@@ -509,6 +509,7 @@ class Expressions:
         """Parameter ``p`` of an array operation, given as ``a``: an operand (a name), a
         list of operands, or a static argument (code run as written)."""
         if p == row.sequence:
+            a = containers.as_list(self, a)  # np.stack(ws): its items, [ws[0], ws[1]]
             if not isinstance(a, (ast.List, ast.Tuple)):
                 self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
             problems: list = []

@@ -73,8 +73,7 @@ class Loops:
                 self.memo = memo
             eqns, self.eqns = self.eqns, saved
             nexts = [self.env.get(n, phi) for n, (phi, _) in zip(carried, phis, strict=True)]
-            for n, (phi, init), nxt in zip(carried, phis, nexts, strict=True):
-                containers.refuse_merge(self, stmt, n, init or phi, nxt)
+            nexts, trees = containers.carried(self, stmt, carried, phis, nexts)
             late = {n for n, (phi, _), nxt in zip(carried, phis, nexts, strict=True)
                     if nxt in self.active and phi not in self.active}
             # A variable may be, from the second iteration on and after the loop, the array
@@ -102,6 +101,7 @@ class Loops:
         self.env.update({n: before[n] for n in before if n not in carried})
         for name, (phi, _) in zip(carried, phis, strict=True):
             self.env[name] = phi  # after the loop, a carried variable holds its last value
+        self.env.update(trees)
         for name in set(self.env) - outside:
             if name.startswith("<iter"):  # the array looped over: the loop's own
                 del self.env[name]

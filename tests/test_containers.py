@@ -90,6 +90,45 @@ M = load("""
 """)
 
 
+E = load("""
+    import numpy as np
+    from symdiff import stop_gradient
+
+    def skips(ws, x):
+        s = 0.0
+        for w in ws:
+            if np.sum(w) > 0:
+                continue
+            s = s + np.sum(w * x)
+        return s
+
+    def inside(layers, x, n):
+        s = 0.0
+        for t in range(n):
+            for layer in layers:
+                for w in layer:
+                    s = s + np.sum(np.sin(w * x)) * t
+        return s
+
+    def stacked(ws, x):
+        return np.sum(np.stack(ws) * x) + np.sum(np.concatenate(ws[1:]) ** 2)
+
+    def backwards(ws, x):
+        s = x
+        for w in reversed(ws):
+            s = np.tanh(s * w)
+        return np.sum(s)
+
+    def branches(p, x):
+        if p[1] > 0:
+            return p[0] * x + p[1]
+        return p[0] * x
+
+    def defaulted(x, p=(1.0, 2.0)):
+        return x * p[0] * p[1] ** 2
+""")
+
+
 # --- central differences over a container's leaves ---
 
 def _leaf(value) -> bool:
@@ -197,6 +236,37 @@ def arrays(*shapes):
 ])
 def test_a_container_gets_a_gradient_of_its_structure(f, args):
     check_tree(f, args)
+
+
+X3 = np.array([0.3, -0.2, 0.5])
+
+
+@pytest.mark.parametrize(("f", "args"), [
+    (E.skips, ([np.ones(3), -np.ones(3), -0.5 * np.ones(3)], X3)),
+    (E.inside, (([np.ones(3)], (-np.ones(3), 0.5)), X3, 2)),
+    (E.stacked, ((np.ones(3), -np.ones(3), np.arange(3.0)), X3)),
+    (E.backwards, ([0.5, np.ones(3), -np.ones(3)], X3)),
+    (E.branches, ({0: 2.0, 1: 3.0}, 1.5)),
+    (E.branches, ({0: 2.0, 1: -3.0}, 1.5)),
+])
+def test_containers_in_control_flow_and_numpy_sequences(f, args):
+    check_tree(f, args)
+
+
+def test_empty_containers_defaults_and_stop_gradient():
+    assert grad(M.by_items)({}) == {}
+    assert grad(E.defaulted, wrt="p")(2.0) == (8.0, 8.0)
+    f = load("""
+        import numpy as np
+        from symdiff import stop_gradient
+        def f(ws, x):
+            s = 0.0
+            for w in stop_gradient(ws):
+                s = s + np.sum(w * x)
+            return s + np.sum(ws[0] * x)
+        """, "f")
+    g = grad(f)([np.ones(3), np.ones(3)], X3)
+    assert type(g) is list and [a.tolist() for a in g] == [X3.tolist(), [0.0] * 3]
 
 
 def test_several_containers_and_wrt_tuples_holding_them():
