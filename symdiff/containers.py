@@ -110,9 +110,10 @@ def _at(path, key) -> ast.expr:
 # --- lowering's hooks (``low`` is lower._Lowering) ---
 
 
-def start(low, params, wrt, kinds) -> tuple[list, list]:
+def start(low, params, wrt, kinds) -> tuple[list, list, dict]:
     """Give each leaf of each container in ``wrt`` a name, read at the start; returns the
-    parameters and ``wrt`` with each container replaced by its leaves."""
+    parameters and ``wrt`` with each container replaced by its leaves, and the kind of each
+    leaf (by its name: a leaf is a parameter to the later stages)."""
     from .ir import Eqn
 
     trees = {}
@@ -124,7 +125,9 @@ def start(low, params, wrt, kinds) -> tuple[list, list]:
             trees[p] = _tree(kind, ast.Name(p, ast.Load()), p, low.names,
                              lambda message, hint="", node=node: low.src.error(node, message,
                                                                               hint))
+    leaf_kinds = {}
     for p, tree in trees.items():
+        leaf_kinds.update(_kinds(tree, kinds[p]))
         _register(low, tree)
         low.env[p] = tree.holder
         low.active.discard(p)
@@ -138,7 +141,16 @@ def start(low, params, wrt, kinds) -> tuple[list, list]:
             low.eqns.append(Eqn("", "assert", code, low.node.lineno, (p,), False))
     flat = [[leaf for leaf, _ in leaves(trees[p])] if p in trees else [p] for p in wrt]
     params = [[leaf for leaf, _ in leaves(trees[p])] if p in trees else [p] for p in params]
-    return [p for group in params for p in group], [w for group in flat for w in group]
+    return ([p for group in params for p in group], [w for group in flat for w in group],
+            leaf_kinds)
+
+
+def _kinds(tree: Tree, kind):
+    for item, k in zip(tree.items, kind.items, strict=True):
+        if isinstance(item, Tree):
+            yield from _kinds(item, k)
+        else:
+            yield item, k
 
 
 def _register(low, tree: Tree):

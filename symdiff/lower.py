@@ -40,8 +40,9 @@ def lower(parsed: Parsed, wrt, kinds=None, has_aux=False) -> IR:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
     try:
-        return dataclasses.replace(_Lowering(parsed, has_aux).run(wrt, kinds),
-                                   kinds=dict(kinds or {}))
+        ir = _Lowering(parsed, has_aux).run(wrt, kinds)
+        # (with the kind of each leaf of a container: containers.start)
+        return dataclasses.replace(ir, kinds={**(kinds or {}), **ir.kinds})
     finally:
         sys.setrecursionlimit(limit)
 
@@ -113,7 +114,7 @@ class _Lowering(Expressions, Loops):
             self.bound.add(p)
         self.active = set(wrt_names)
         given = tuple(wrt_names)
-        params, wrt_names = containers.start(self, params, wrt_names, kinds)
+        params, wrt_names, leaf_kinds = containers.start(self, params, wrt_names, kinds)
         a = self.node.args
         self.starred = {p.arg: "*" if p is a.vararg else "**" for p in (a.vararg, a.kwarg)
                         if p is not None}
@@ -140,6 +141,7 @@ class _Lowering(Expressions, Loops):
                   tuple(self.data_globals.items()), self.np_alias,
                   tuple((n, o, self.globals_where[n]) for n, o in self.globals_used.items()),
                   tuple(self.guards.values()), aux=self.env.get(AUX, ""),
+                  kinds=leaf_kinds,
                   trees={p: self.trees[f"<{p}>"] for p in given if f"<{p}>" in self.trees},
                   given_wrt=given)
 
