@@ -101,10 +101,10 @@ def key(value):
     """A hashable description of ``value``'s kind, cheap to compute at every call: its type
     where that says all (numbers, NumPy scalars), else a tuple."""
     t = type(value)
-    if t in BY_TYPE:
-        return t
     if t is np.ndarray:
         return (value.dtype, value.ndim)
+    if t in BY_TYPE:
+        return t
     if t is tuple or t is list:
         return (t, *map(key, value))
     if t is dict:

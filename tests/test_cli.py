@@ -1185,3 +1185,22 @@ def test_check_of_a_correct_gradient_with_a_large_offset_agrees(tmp_path, capsys
     path = write(tmp_path, "def f(x):\n    return 1e7 + x * x\n")
     status, out, err = run(capsys, path, "--check")
     assert (status, err) == (0, ""), err
+
+
+# --- the kinds a file's function is built for ------------------------------------------
+
+def test_kinds_come_from_shape_annotations_and_defaults():
+    import ast as python_ast
+
+    from symdiff import kinds
+    from symdiff.cli import _kinds
+
+    node = python_ast.parse(
+        'def f(a, b: float, c: "(3, 4)", d: int, e=2, g=0.5, h=np.ones(3), *, k=None, m):\n'
+        '    pass\n').body[0]
+    found = _kinds(node, {"a": (2,), "m": ()}, kinds.FLOAT64)
+    assert found == {"a": kinds.Array("float64", 1), "b": kinds.FLOAT,
+                     "c": kinds.Array("float64", 2), "d": kinds.Number("int"),
+                     "e": kinds.Number("int"), "g": kinds.FLOAT, "h": kinds.FLOAT64,
+                     "k": kinds.Other("None"), "m": kinds.FLOAT}
+    assert _kinds(node, {}, kinds.FLOAT)["a"] == kinds.FLOAT  # what --check draws
