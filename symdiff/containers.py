@@ -84,7 +84,7 @@ def leaves(tree: Tree):
             yield item, _at(tree.path, key)
 
 
-def _tree(kind, path: ast.expr, base: str, names, problem) -> Tree:
+def _tree(kind, path: ast.expr, base: str, names, problem, named) -> Tree:
     keys = kind.keys if isinstance(kind, K.Dict) else tuple(range(len(kind.items)))
     items = []
     for i, (key, item) in enumerate(zip(keys, kind.items, strict=True)):
@@ -96,7 +96,9 @@ def _tree(kind, path: ast.expr, base: str, names, problem) -> Tree:
             str(key) if isinstance(key, int) and key >= 0 else str(i)
         here = _at(path, key)
         if is_tree(item):
-            items.append(_tree(item, here, f"{base}_{part}", names, problem))
+            items.append(_tree(item, here, f"{base}_{part}", names, problem, named))
+        elif ast.unparse(here) in named:
+            items.append(named[ast.unparse(here)])
         else:
             items.append(names.fresh(f"{base}_{part}"))
     kind_type = {K.Dict: dict, K.Tuple: tuple, K.List: list}[type(kind)]
@@ -117,14 +119,14 @@ def start(low, params, wrt, kinds) -> tuple[list, list, dict]:
     from .ir import Eqn
 
     trees = {}
-    for p in dict.fromkeys(wrt):
-        kind = (kinds or {}).get(p)
-        if kind is not None and is_tree(kind):
-            node = next(a for a in ast.walk(low.node.args)
-                        if isinstance(a, ast.arg) and a.arg == p)
-            trees[p] = _tree(kind, ast.Name(p, ast.Load()), p, low.names,
-                             lambda message, hint="", node=node: low.src.error(node, message,
-                                                                              hint))
+    found = {p: kinds[p] for p in dict.fromkeys(wrt) if kinds and p in kinds and
+             is_tree(kinds[p])}
+    named = _named(low, found, params)
+    for p, kind in found.items():
+        node = next(a for a in ast.walk(low.node.args) if isinstance(a, ast.arg) and a.arg == p)
+        trees[p] = _tree(kind, ast.Name(p, ast.Load()), p, low.names,
+                         lambda message, hint="", node=node: low.src.error(node, message, hint),
+                         named)
     leaf_kinds = {}
     for p, tree in trees.items():
         leaf_kinds.update(_kinds(tree, kinds[p]))
@@ -143,6 +145,58 @@ def start(low, params, wrt, kinds) -> tuple[list, list, dict]:
     params = [[leaf for leaf, _ in leaves(trees[p])] if p in trees else [p] for p in params]
     return ([p for group in params for p in group], [w for group in flat for w in group],
             leaf_kinds)
+
+
+def _named(low, found, params) -> dict:
+    """path text -> the user's name for that leaf, where the function's body binds a name
+    to it at its top level (``W, b = params["W"], params["b"]``): the leaf is read into that
+    name, so that the generated code reads as the function does. (The name is the user's,
+    so no generated name takes it; if the function binds it again, that binding gets
+    another SSA name, as any would.)"""
+    named: dict = {}
+
+    def path(node):  # the canonical text of a leaf's path, or None
+        keys = []
+        while isinstance(node, ast.Subscript):
+            keys.append(literal(node.slice))
+            node = node.value
+        if not isinstance(node, ast.Name) or node.id not in found:
+            return None
+        kind, out = found[node.id], ast.Name(node.id, ast.Load())
+        for key in reversed(keys):
+            if isinstance(kind, K.Dict) and not isinstance(key, (list, dict, set)) and \
+                    key in kind.keys and type(key) in (str, int):
+                kind = kind.items[kind.keys.index(key)]
+            elif isinstance(kind, (K.Tuple, K.List)) and is_tree(kind) and \
+                    type(key) is int and -len(kind.items) <= key < len(kind.items):
+                key %= len(kind.items)
+                kind = kind.items[key]
+            else:
+                return None
+            out = _at(out, key)
+        return None if is_tree(kind) else ast.unparse(out)
+
+    def name(target, value):
+        if isinstance(target, ast.Name) and target.id not in params and \
+                target.id not in named.values() and not target.id.startswith("_") and \
+                target.id not in ("np", "SymdiffError", low.parsed.name):
+            text = path(value)
+            if text is not None and text not in named:
+                named[text] = target.id
+        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(
+                value, (ast.Tuple, ast.List)) and len(target.elts) == len(value.elts):
+            for t, v in zip(target.elts, value.elts, strict=True):
+                name(t, v)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for i, t in enumerate(target.elts):
+                name(t, ast.Subscript(value, ast.Constant(i), ast.Load()))
+
+    for stmt in low.node.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            name(stmt.targets[0], stmt.value)
+    for user in named.values():
+        low.names.taken.add(user)
+    return named
 
 
 def _kinds(tree: Tree, kind):

@@ -126,6 +126,14 @@ E = load("""
 
     def defaulted(x, p=(1.0, 2.0)):
         return x * p[0] * p[1] ** 2
+
+    def rebinds(p, x):
+        W = x * 2.0
+        s = np.sum(W)
+        W = p["W"]
+        W = W * 2.0
+        W, b = p["W"] * W, p["b"]
+        return s + np.sum(W * x) + np.sum(p["W"]) * b
 """)
 
 
@@ -248,6 +256,7 @@ X3 = np.array([0.3, -0.2, 0.5])
     (E.backwards, ([0.5, np.ones(3), -np.ones(3)], X3)),
     (E.branches, ({0: 2.0, 1: 3.0}, 1.5)),
     (E.branches, ({0: 2.0, 1: -3.0}, 1.5)),
+    (E.rebinds, ({"W": np.arange(3.0), "b": 0.5}, X3)),
 ])
 def test_containers_in_control_flow_and_numpy_sequences(f, args):
     check_tree(f, args)
@@ -325,6 +334,15 @@ def test_float32_and_int_leaves():
                                rtol=1e-5)
     assert got["b"] == pytest.approx(float(np.sum(X @ p["W"])), rel=1e-5)
     np.testing.assert_allclose(got["c"], [3.0, 3.0])
+
+
+def test_a_leaf_the_function_names_is_read_into_that_name():
+    source = grad(M.dense).source_for({"W": np.ones((3, 2)), "b": np.ones(2)}, X)
+    assert "    W = params['W']\n    b = params['b']\n    _t0 = X @ W  # line 6\n" in source
+    assert source.endswith("    return {'W': _fit(dW, W), 'b': _fit(db, b, copy=True)}\n")
+    source = grad(M.two_layers).source_for(((np.ones((3, 4)), np.ones(4)), (np.ones(
+        (4, 2)), 0.5)), X)
+    assert "    W1 = layers[0][0]\n    b1 = layers[0][1]\n    W2 = layers[1][0]\n" in source
 
 
 def test_the_generated_code_unpacks_the_leaves_and_returns_the_structure():
