@@ -1,6 +1,6 @@
-"""What a gradient accepts: functions grad() refuses (methods), the arguments of a call
-checked, and an error from the generated code tied to the user's source line it comes
-from. Nothing here imports SymPy."""
+"""What a gradient accepts: where a method's self is, the arguments of a call checked,
+and an error from the generated code tied to the user's source line it comes from.
+Nothing here imports SymPy."""
 
 from __future__ import annotations
 
@@ -225,39 +225,88 @@ def _refusal(fun, name, kind, path=None) -> SymdiffError:
     return at_def(fun, name.lstrip("*"), message, hint)
 
 
-# --- what grad() refuses ---
+# --- methods: where self is ---
+
+UNBOUND = object()  # unbind's object for a function that is not a bound method
 
 
-def refuse_method(fun):
-    """Refuse a bound method or a function defined in a class body: its first parameter
-    (``self``) would be differentiated, giving 0. Methods come later."""
-    if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__code__"):
-        raise at_def(fun.__func__, 0, f"{fun.__qualname__} is a bound method: methods are "
-                     f"not supported yet{_first(fun.__func__)}", _METHOD_HINT)
-    if _in_class_body(fun):
-        raise at_def(fun, 0, f"{fun.__qualname__} is defined in a class body: methods are "
-                     f"not supported yet{_first(fun)}", _METHOD_HINT)
-
-
-_METHOD_HINT = ("a function outside the class taking what it reads from self as "
-                "parameters (def loss(w, x), then grad(loss, wrt=1)(model.w, x)), or a "
-                "@staticmethod")
-
-
-def _first(fn) -> str:
-    code = fn.__code__
+def unbind(fun, wrt):
+    """``(function, wrt, obj)`` for ``grad(fun, wrt)``: a bound method's function and the
+    object bound to its self (or cls, for a classmethod); for a function defined in a class
+    body (``@grad`` on a method, ``C.loss``), the function itself and UNBOUND. Either way
+    ``wrt`` counts from the parameter after self, as jax.grad does with a bound method:
+    it is returned counted from the function's first parameter. An object with a
+    ``__call__`` method is that method, bound to it. Other functions pass as they are.
+    Naming self in ``wrt`` is refused: self is read, not differentiated.
+    """
+    if isinstance(fun, types.FunctionType):
+        if method_self(fun) is None:
+            return fun, wrt, UNBOUND
+        function, obj = fun, UNBOUND
+    else:
+        call = inspect.getattr_static(type(fun), "__call__", None)
+        if isinstance(call, types.FunctionType) and not isinstance(fun, type):
+            fun = types.MethodType(call, fun)  # an object called as a function: its __call__
+        if not isinstance(fun, types.MethodType) or not hasattr(fun.__func__, "__code__"):
+            return fun, wrt, UNBOUND
+        function, obj = fun.__func__, fun.__self__
+    code = function.__code__
     if not code.co_argcount:
-        return ""
-    return f" (its first parameter, {code.co_varnames[0]}, would be differentiated)"
+        raise at_def(function, None, f"{function.__qualname__} is a method without a self "
+                     "parameter", "def name(self, x, ...), or a @staticmethod")
+    this = code.co_varnames[0]
+    count = code.co_argcount - 1  # positional parameters after self
+    shifted = []
+    for w in wrt:
+        if w == this:
+            raise at_def(function, 0, f"cannot differentiate {function.__qualname__} with "
+                         f"respect to {this}: the object a method is called on is read, "
+                         "not differentiated", "a parameter after " + this + " (wrt=0 is "
+                         "the first), with what it reads from " + this + " as a parameter")
+        if isinstance(w, int) and not isinstance(w, bool):
+            keyword_only = code.co_varnames[code.co_argcount:][:code.co_kwonlyargcount]
+            if not count and not keyword_only and obj is UNBOUND:
+                raise at_def(function, 0, f"{function.__qualname__} is defined in a class "
+                             f"body, so its only parameter, {this}, is taken for self",
+                             "@staticmethod on a function of a class body that takes no self")
+            if not -count <= w < count:
+                raise at_def(function, None, f"wrt={w} is out of range: "
+                             f"{function.__qualname__} has {count} positional parameter"
+                             f"{'' if count == 1 else 's'} after {this}",
+                             f"wrt=0 for the first parameter after {this}" if count else
+                             f"a keyword-only parameter by name: wrt={keyword_only[0]!r}"
+                             if keyword_only else "a method with a parameter after " + this)
+            w = w + 1 if w >= 0 else w
+        shifted.append(w)
+    return function, tuple(shifted), obj
+
+
+def shifted_back(wrt) -> tuple:
+    """``wrt`` as the user of a method gave it, counted from after self."""
+    return tuple(w - 1 if isinstance(w, int) and not isinstance(w, bool) and w > 0 else w
+                 for w in wrt)
+
+
+def method_self(fun) -> str | None:
+    """The name of ``fun``'s first parameter (self, cls) if ``fun`` was defined in a class
+    body and not marked @staticmethod (so a call through an instance passes self); else
+    None."""
+    if not _in_class_body(fun):
+        return None
+    code = fun.__code__
+    return code.co_varnames[0] if code.co_argcount else ""
 
 
 def _in_class_body(fun) -> bool:
     """Whether ``fun`` was defined in a class body and not marked @staticmethod."""
-    code = getattr(fun, "__code__", None)
     qualname = getattr(fun, "__qualname__", "")
     # "C.f" and "make.<locals>.C.f" are in a class body; "make.<locals>.f" and
     # "<listcomp>.<lambda>" (a comprehension's scope) are not.
-    if code is None or "." not in qualname or qualname.split(".")[-2].startswith("<"):
+    if type(qualname) is not str or "." not in qualname or \
+            qualname.split(".")[-2].startswith("<"):
+        return False
+    code = getattr(fun, "__code__", None)
+    if not isinstance(code, types.CodeType):
         return False
     static = _STATIC.get(code)
     if static is None:  # read once per code object: grad(C.f) may run in a loop

@@ -287,6 +287,12 @@ class _Lowering(Expressions, Loops):
             target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
             if isinstance(target, (ast.Subscript, ast.Attribute)):
                 containers.refuse_write(self, target)
+            if isinstance(target, ast.Attribute):  # self.calls += 1
+                self.fail(stmt, f"setting the attribute {ast.unparse(target)} is not "
+                          "supported: a gradient changes nothing outside itself",
+                          "set it outside the function being differentiated (a method's "
+                          "gradient may read attributes of self)")
+            if isinstance(target, ast.Subscript):
                 self.fail(stmt, "in-place writes to arrays are not supported",
                           "build a new array (np.where, np.concatenate, arithmetic)")
         kinds = {

@@ -100,29 +100,16 @@ def text_of(call, module=M) -> str:
     return str(error_of(call)).replace(inspect.getsourcefile(module.f), "F")
 
 
-# --- methods: refused until they are supported, never differentiated w.r.t. self ---
+# --- functions that look like methods and are not (methods: test_methods.py) ---
 
 C = load("""
-    import numpy as np
     from symdiff import grad
 
     class Model:
-        def __init__(self):
-            self.w = 2.0
-
-        def loss(self, x):
-            return x ** 2
-
         @staticmethod
         @grad
         def static_loss(x):
             return x ** 2
-
-    def make():
-        class Local:
-            def loss(self, x):
-                return x ** 2
-        return Local
 
     def outer():
         def inner(x):
@@ -131,37 +118,6 @@ C = load("""
 
     squares = [lambda x: x ** 2 for _ in range(2)]
 """)
-
-
-def test_a_bound_method_is_refused_at_its_self_parameter():
-    text = str(error_of(lambda: grad(C.Model().loss)))
-    assert text == (
-        f"{inspect.getsourcefile(C.make)}:9:14: Model.loss is a bound method: methods are "
-        "not supported yet (its first parameter, self, would be differentiated)\n"
-        "        def loss(self, x):\n"
-        "                 ^\n"
-        "  supported instead: a function outside the class taking what it reads from self as "
-        "parameters (def loss(w, x), then grad(loss, wrt=1)(model.w, x)), or a @staticmethod")
-
-
-def test_grad_in_a_class_body_is_refused_when_the_class_is_made():
-    source = """
-        from symdiff import grad
-
-        class Model:
-            @grad
-            def dloss(self, x):
-                return x ** 2
-        """
-    text = str(error_of(lambda: load(source)))
-    assert ":6:15: Model.dloss is defined in a class body: methods are not supported yet " \
-        "(its first parameter, self, would be differentiated)" in text
-
-
-@pytest.mark.parametrize("fn", [lambda: C.Model.loss, lambda: C.make().loss,
-                                lambda: value_and_grad(C.Model().loss)])
-def test_functions_of_class_bodies_are_refused(fn):
-    assert "methods are not supported yet" in str(error_of(lambda: grad(fn())))
 
 
 def test_functions_that_are_not_methods_are_differentiated():
