@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import containers, kinds
 from .errors import Problem, SymdiffError
 from .parse import parse, scoped_walk
 
@@ -52,6 +53,10 @@ class Signature:
             kind = unsupported(value)
             if kind is not None:
                 raise _refusal(fun, name, kind)
+            if _container(value):
+                found = _leaf_problem(value, name)
+                if found is not None:
+                    raise _refusal(fun, name, found[1], found[0])
         extra = [("*" + self.varargs, v) for v in args[len(self.positional):]]
         for name, value in [*zip(self.positional, args, strict=False), *extra,
                             *kwargs.items()]:
@@ -75,6 +80,8 @@ class Signature:
 
 
 def _narrow(value) -> bool:
+    if _container(value):
+        return any(map(_narrow, value.values() if type(value) is dict else value))
     if type(value) is bool:
         return True  # np.tan(True) is float16 too
     if type(value) is list:
@@ -84,12 +91,17 @@ def _narrow(value) -> bool:
 
 
 def _float64(value):
+    if _container(value):  # the same container, its narrow leaves widened
+        if type(value) is dict:
+            return {k: _float64(v) if _narrow(v) else v for k, v in value.items()}
+        return type(value)(_float64(v) if _narrow(v) else v for v in value)
     if isinstance(value, (np.ndarray, list)):
         return np.asarray(value, dtype=np.float64)
     return np.float64(value)  # a scalar stays a scalar, with NumPy's inf rather than errors
 
 
 MISSING = object()
+_RAGGED = "a list of lists of different lengths"
 
 
 def default_of(fun, positional, name):
@@ -124,9 +136,10 @@ def unsupported(value) -> str | None:
     """What ``value`` is, said for an error, if it cannot be differentiated; else None.
 
     Numbers, real NumPy scalars and arrays, and lists of numbers (nested lists of the same
-    lengths: they are read as arrays) can; containers of arrays cannot yet.
+    lengths: they are read as arrays) can; so can containers (``_container``), whose leaves
+    ``_leaf_problem`` checks.
     """
-    if isinstance(value, (bool, int, float)):
+    if isinstance(value, (bool, int, float)) or _container(value):
         return None
     if isinstance(value, (np.ndarray, np.generic)):
         kind = value.dtype.kind
@@ -149,10 +162,30 @@ def unsupported(value) -> str | None:
     return f"{article} {name}"
 
 
+def _container(value) -> bool:
+    """A dict, tuple or list differentiated item by item (containers.is_tree): not a list
+    of numbers, which is read as an array."""
+    t = type(value)
+    return t is dict or t is tuple or t is list and containers.is_tree(kinds.kind(value))
+
+
+def _leaf_problem(value, path: str) -> tuple[str, str] | None:
+    """(the path to a leaf of a container that cannot be differentiated, what it is)."""
+    items = value.items() if type(value) is dict else enumerate(value)
+    for key, item in items:
+        here = f"{path}[{key!r}]"
+        if _container(item):
+            found = _leaf_problem(item, here)
+        else:
+            kind = unsupported(item)
+            found = (here, kind) if kind is not None else None
+        if found is not None:
+            return found
+    return None
+
+
 def _list_kind(value: list) -> str | None:
     for item in value:
-        if isinstance(item, np.ndarray):
-            return "a list of arrays"
         if isinstance(item, list):
             kind = _list_kind(item)
             if kind is not None:
@@ -162,7 +195,7 @@ def _list_kind(value: list) -> str | None:
     try:
         np.asarray(value, dtype=np.float64)
     except ValueError:
-        return "a list of lists of different lengths"
+        return _RAGGED
     return None
 
 
@@ -171,20 +204,24 @@ def _is_complex(value) -> bool:
     return isinstance(value, complex) or isinstance(dtype, np.dtype) and dtype.kind == "c"
 
 
-_CONTAINERS = ("a tuple", "a dict", "a list of arrays", "a list of lists of different lengths")
-
-
-def _refusal(fun, name, kind) -> SymdiffError:
+def _refusal(fun, name, kind, path=None) -> SymdiffError:
+    """The error for parameter ``name`` given a value of ``kind``; ``path``: a leaf of a
+    container, ``params['W'][1]``, is that."""
+    said = f"{name} received {kind}" if path is None else f"{path} is {kind}"
     if "complex" in kind:
-        message = f"{name} received {kind}; complex numbers are not supported"
+        message = f"{said}; complex numbers are not supported"
         hint = "real arguments: pass the real and imaginary parts as two parameters"
-    elif kind in _CONTAINERS:
-        message = (f"{name} received {kind}; gradients with respect to tuples, dicts and "
-                   "lists of arrays are not supported yet")
-        hint = "an array (np.asarray of the numbers), or one parameter per array"
+    elif kind == _RAGGED:
+        message = f"{said}, which NumPy cannot read as an array"
+        hint = "lists of one length, an array, or a tuple of lists (each its own item)"
+    elif path is not None:
+        message = f"{said}, which cannot be differentiated"
+        hint = ("floats, ints and NumPy arrays of real numbers, in dicts, tuples and lists "
+                "(pass other values as parameters that are not differentiated)")
     else:
-        message = f"{name} received {kind}, which cannot be differentiated"
-        hint = "a float, an int, or a NumPy array (or a list) of real numbers"
+        message = f"{said}, which cannot be differentiated"
+        hint = ("a float, an int, a NumPy array (or a list) of real numbers, or a dict, "
+                "tuple or list of those")
     return at_def(fun, name.lstrip("*"), message, hint)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from . import calls, rules, runtime
+from . import calls, containers, rules, runtime
 from .errors import SymdiffError
 from .ir import Eqn, symbol
 from .parse import MISSING, NOT_LITERAL, FunctionSource, literal
@@ -83,6 +83,8 @@ class Expressions:
     # --- expressions ---
 
     def _need_number(self, val, node):
+        if isinstance(val.value, containers.Tree):
+            containers.refuse_whole(self, node, val.value)
         if val.expr is None:
             what = type(val.value).__name__ if val.value is not MISSING else "this value"
             self.fail(node, f"{describe(node)} ({what}) is not a number or an array",
@@ -135,6 +137,8 @@ class Expressions:
 
     def _name(self, node, name) -> Val:
         ssa = self._local(node, name)
+        if ssa in self.trees:
+            return containers.whole(self.trees[ssa])
         if ssa is not None:
             return Val(symbol(ssa), ast.Name(ssa, ast.Load()))
         if name in self.local_functions:
@@ -524,6 +528,7 @@ class Expressions:
         """Parameter ``p`` of an array operation, given as ``a``: an operand (a name), a
         list of operands, or a static argument (code run as written)."""
         if p == row.sequence:
+            a = containers.as_list(self, a)  # np.stack(ws): its items, [ws[0], ws[1]]
             if not isinstance(a, (ast.List, ast.Tuple)):
                 self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
             problems: list = []
@@ -598,6 +603,9 @@ class Expressions:
         return ast.Call(func, args, keywords)
 
     def _subscript(self, node) -> Val:
+        found = containers.item(self, node)
+        if found is not None:
+            return found
         row = rules.concatenator(_reference(node.value, self.parsed.namespace))
         if row is not None and not self._is_local_value(node.value):
             return self._concatenation(node, row)
@@ -668,7 +676,7 @@ class Expressions:
                     problems.extend(e.problems)
         if problems:
             raise SymdiffError(problems=tuple(problems))
-        return code
+        return containers.in_code(code, self.trees) if self.trees else code
 
     def _rename(self, n):
         """A name in code run as written: renamed to its SSA version, or a global."""
