@@ -244,7 +244,10 @@ class Gradient:
     def _shown(self) -> _Built:
         if self._signature is None:
             self._read_signature()
-        return self._build(kinds.assumed(self.fun, self._names))
+        shown = kinds.assumed(self.fun, self._names)
+        if self._self is not None:  # a method's self: an object, read
+            shown = ((self._self, kinds.Other("object")), *shown[1:])
+        return self._build(shown)
 
     @property
     def __wrapped__(self):
@@ -363,6 +366,10 @@ class BoundGradient:
     @property
     def wrt(self):
         return calls.shifted_back(self.gradient.wrt)
+
+    def source_for(self, *args, **kwargs) -> str:
+        """The generated source a call with these arguments (after self) runs."""
+        return self.gradient.source_for(self.obj, *args, **kwargs)
 
     def __getattr__(self, name):
         # source, math(), latex(), __wrapped__...: the function's gradient's.

@@ -496,3 +496,21 @@ def test_a_bound_gradient_copies():
     assert shallow.obj is m and deep.obj is not m
     np.testing.assert_allclose(shallow(X), g(X))
     np.testing.assert_allclose(deep(X), g(X))
+
+
+def test_source_for_a_bound_gradient_is_built_for_its_object_and_arguments():
+    from symdiff import kinds
+
+    m = load("""
+        import numpy as np
+        class Net:
+            def loss(self, params, X):
+                return np.sum(np.tanh(X @ params["W"]) ** 2)
+    """)
+    params, X = {"W": np.ones((2, 3))}, np.ones((4, 2))
+    g = grad(m.Net().loss)
+    text = g.source_for(params, X)
+    assert "params_W = params['W']" in text and "return {'W': " in text
+    spec, = g.gradient._specs.values() if g.gradient._specs else (None,)
+    assert spec is None or spec.kinds[0] == ("self", kinds.Other("object"))
+    assert g.source.startswith("def grad_loss(self, params, X):")
