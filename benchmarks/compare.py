@@ -369,6 +369,20 @@ def build_report(builds):
           f"ratio {ops_g / ops_f:.2f}x")
 
 
+def overhead_report(target, rounds):
+    """What calling a gradient costs over calling the function it runs, directly: the key
+    of the arguments' kinds and the lookup (case 1, two Python floats)."""
+    g = grad(rosenbrock, wrt=("x", "y"))
+    args = (-1.2, 1.0)
+    g(*args)
+    direct = g._spec(args, {}).call  # the generated function that call runs
+    best, _ = time_side_by_side({"grad": (g, args), "direct": (direct, args)}, target,
+                                rounds, budget=4 * target * rounds)
+    print(f"call overhead, case 1: grad {fmt(best['grad'])}, the generated function called "
+          f"directly {fmt(best['direct'])}: {fmt(best['grad'] - best['direct'])} more "
+          "(target: at most 300 ns)")
+
+
 def peak_over_input(fn, x):
     """Peak bytes traced while ``fn(x)`` runs (NumPy reports its buffers), over x.nbytes."""
     gc.collect()
@@ -535,6 +549,8 @@ def main(argv=None):
               + f"{ratio(t['symdiff'], t['f']):>8s}{ratio(t['symdiff'], t['hand']):>8s}"
               + f"{ratio(t['jax'], t['symdiff']):>8s}{ratio(t['autograd'], t['symdiff']):>8s}"
               + f"{done:>7d}", flush=True)
+    print()
+    overhead_report(target, rounds)
     print()
     memory_report(10_000_000 // scale)
     print()

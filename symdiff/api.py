@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import re
 import sys
+import types
 import weakref
 from dataclasses import dataclass, field
 
@@ -61,7 +62,7 @@ class Gradient:
     """
 
     __slots__ = ("fun", "wrt", "with_value", "as_tuple", "has_aux", "_fast", "_specs",
-                 "_signature", "_names", "_arity", "__weakref__")
+                 "_signature", "_names", "_arity", "_self", "__weakref__")
 
     def __init__(self, fun, wrt, with_value=False, as_tuple=False, has_aux=False):
         _refuse(fun)
@@ -77,6 +78,7 @@ class Gradient:
         self._signature = None  # where the arguments are, once read
         self._names: tuple[str, ...] = ()  # the parameters with a kind: positional, keyword
         self._arity = -1  # how many positional arguments a call with nothing left out has
+        self._self = calls.method_self(fun)  # a method's self parameter, else None
 
     def __call__(self, *args, **kwargs):
         # A scalar gradient costs a few hundred nanoseconds: this path stays short.
@@ -181,8 +183,9 @@ class Gradient:
         _defaults(built.fn, self.fun)
         call = built.fn if widened is None else self._widening(built.fn)
         spec = self._specs[key] = _Spec(found, built, call)
+        # (a method's self is read, never differentiated: any object, told by its type)
         if not (kwargs or built.refresh or built.guards) and len(args) == self._arity and \
-                all(type(a) in kinds.BY_TYPE for a in args):
+                all(type(a) in kinds.BY_TYPE for a in args[self._self is not None:]):
             self._fast[type(args[0]) if len(args) == 1 else tuple(map(type, args))] = call
         return spec
 
@@ -198,6 +201,14 @@ class Gradient:
             # The value is the function's own, on the arguments as given: run just it.
             return (self.fun(*args, **kwargs), result[1]) if self.with_value else result
         return widening
+
+    def __get__(self, instance, owner=None):
+        # @grad on a method gives a method, as the def would have: m.dloss(x) passes m as
+        # self; C.dloss is the gradient itself, called as C.dloss(m, x). A gradient of a
+        # plain function kept in a class stays what it was, a function of its arguments.
+        if instance is None or self._self is None:
+            return self
+        return BoundGradient(self, instance)
 
     def __reduce__(self):
         # Pickled as its function (by reference, as functions pickle) and options; the
@@ -238,7 +249,10 @@ class Gradient:
     def _shown(self) -> _Built:
         if self._signature is None:
             self._read_signature()
-        return self._build(kinds.assumed(self.fun, self._names))
+        shown = kinds.assumed(self.fun, self._names)
+        if self._self is not None:  # a method's self: an object, read
+            shown = ((self._self, kinds.Other("object")), *shown[1:])
+        return self._build(shown)
 
     @property
     def __wrapped__(self):
@@ -252,7 +266,8 @@ class Gradient:
 
     def __repr__(self):
         what = "value_and_grad" if self.with_value else "grad"
-        return f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt {self.wrt}>"
+        wrt = calls.shifted_back(self.wrt) if self._self is not None else self.wrt
+        return f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt {wrt}>"
 
     def _build(self, found, stale=None) -> _Built:
         options = (self.wrt, self.with_value, self.as_tuple, self.has_aux, found)
@@ -322,6 +337,73 @@ class Gradient:
         return "$$\\begin{aligned}" + " \\\\ ".join(rows) + "\\end{aligned}$$"
 
 
+class BoundGradient:
+    """The gradient of a method bound to an object: ``grad(model.loss)``, or ``m.dloss``
+    where ``dloss`` is ``@grad`` in a class body. Called with the method's arguments after
+    self; the object is passed as self, and what the method reads from it (``self.W``) is
+    read at each call, as values without gradient. The built gradient is the one of the
+    function, shared by every object it is bound to.
+
+    >>> from symdiff import grad
+    >>> class Model:
+    ...     def __init__(self, scale):
+    ...         self.scale = scale
+    ...     def loss(self, x):
+    ...         return self.scale * x ** 2
+    >>> grad(Model(3.0).loss)(2.0)
+    12.0
+    """
+
+    __slots__ = ("gradient", "obj")
+
+    def __init__(self, gradient: Gradient, obj):
+        self.gradient = gradient  # of the function, with self its first parameter
+        self.obj = obj
+
+    def __call__(self, *args, **kwargs):
+        return self.gradient(self.obj, *args, **kwargs)
+
+    @property
+    def fun(self):
+        """The method, bound to the object: what was differentiated."""
+        return types.MethodType(self.gradient.fun, self.obj)
+
+    @property
+    def wrt(self):
+        return calls.shifted_back(self.gradient.wrt)
+
+    def source_for(self, *args, **kwargs) -> str:
+        """The generated source a call with these arguments (after self) runs."""
+        return self.gradient.source_for(self.obj, *args, **kwargs)
+
+    def __getattr__(self, name):
+        # source, math(), latex(), __wrapped__...: the function's gradient's.
+        if name.startswith("__") and name not in ("__wrapped__", "__name__"):
+            raise AttributeError(name)
+        return getattr(self.gradient, name)
+
+    def __reduce__(self):
+        # The object is pickled with it (a bound method pickles its object too).
+        return BoundGradient, (self.gradient, self.obj)
+
+    def __copy__(self):
+        return BoundGradient(copy.copy(self.gradient), self.obj)
+
+    def __deepcopy__(self, memo):
+        return BoundGradient(copy.copy(self.gradient), copy.deepcopy(self.obj, memo))
+
+    def __repr__(self):
+        what = "value_and_grad" if self.gradient.with_value else "grad"
+        return (f"<symdiff {what} of {getattr(self.gradient.fun, '__qualname__', '?')} "
+                f"bound to {self.obj!r} wrt {self.wrt}>")
+
+    def _repr_latex_(self):
+        return self.gradient._repr_latex_()
+
+    def _repr_markdown_(self):
+        return self.gradient._repr_markdown_()
+
+
 def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_aux=False):
     """Run the pipeline on a parsed function: returns ``(ir, source)`` of its gradient,
     specialised on ``kinds`` (parameter name -> kinds.Kind; None or a name left out: any).
@@ -384,15 +466,18 @@ def _from_entry(fun, entry) -> _Built | None:
     from .compile import compile_source
 
     def find(name, place):
-        where = cache.resolve(fun, place, name)
+        root, *path = name.split(".")  # a helper found as Ops.sq: Ops, then sq
+        where = cache.resolve(fun, place, root)
         if isinstance(where, dict):
-            if name in where:
-                return where, where[name]
-            return where, vars(builtins).get(name, _MISSING)
-        try:
-            return where, where.cell_contents
-        except (AttributeError, ValueError):
-            return None, _MISSING
+            found = where[root] if root in where else vars(builtins).get(root, _MISSING)
+        else:
+            try:
+                found = where.cell_contents
+            except (AttributeError, ValueError):
+                return None, _MISSING
+        if path and found is not _MISSING:
+            found = _follow(found, path)
+        return where, _MISSING if found is None and path else found
 
     names = {}
     for name, place in entry["names"]:
@@ -484,13 +569,27 @@ def _refreshers(data_globals) -> tuple:
 
 
 def _guards(guards) -> tuple:
-    out = []
-    for where, name, fn in guards:
-        if isinstance(where, dict):
-            out.append(((lambda g, n: lambda: g.get(n))(where, name), fn, _made(fn)))
-        else:  # a closure cell
-            out.append(((lambda c: lambda: c.cell_contents)(where), fn, _made(fn)))
-    return tuple(out)
+    return tuple((_getter(where, name), fn, _made(fn)) for where, name, fn in guards)
+
+
+def _getter(where, name):
+    """What reads a helper's name again: in a dict or a closure cell; a dotted name
+    (Ops.sq) by its first name, then its attributes."""
+    root, *path = name.split(".")
+    if isinstance(where, dict):
+        if path:
+            return lambda: _follow(where.get(root), path)
+        return lambda: where.get(root)
+    if path:
+        return lambda: _follow(where.cell_contents, path)
+    return lambda: where.cell_contents
+
+
+def _follow(obj, path):
+    """``obj.a.b`` for the path ``["a", "b"]``; None where an attribute is missing."""
+    for attr in path:
+        obj = getattr(obj, attr, None)
+    return obj
 
 
 def _made(fn) -> tuple:
@@ -511,23 +610,24 @@ def _remade(fn, made) -> bool:
 
 def _refuse(fun):
     """Refuse at ``grad(fun)`` what symdiff does not differentiate yet: a gradient (higher
-    order), a method (see ``calls.refuse_method``)."""
-    if isinstance(fun, Gradient):
-        name = getattr(fun.fun, "__qualname__", "a function")
-        raise calls.at_def(fun.fun, None, f"the gradient of a gradient of {name}: "
+    order)."""
+    if isinstance(fun, (Gradient, BoundGradient)):
+        inner = getattr(fun.fun, "__func__", fun.fun)
+        name = getattr(inner, "__qualname__", "a function")
+        raise calls.at_def(inner, None, f"the gradient of a gradient of {name}: "
                            "higher-order derivatives are not supported yet",
                            "first derivatives: grad(f) of a plain function (write a "
                            "derivative out as a function of its own to differentiate it "
                            "again)")
-    calls.refuse_method(fun)
 
 
 def _lookup(module, qualname):
-    """The object named ``qualname`` in the imported module ``module``, or None."""
+    """The object named ``qualname`` in the imported module ``module``, or None (the
+    gradient itself for a classmethod's, which its class's attribute gives bound)."""
     obj = sys.modules.get(module) if module else None
     for part in qualname.split(".") if obj is not None else ():
         obj = getattr(obj, part, None)
-    return obj
+    return obj.gradient if isinstance(obj, BoundGradient) else obj
 
 
 def _by_name(module, qualname, wrt, with_value, as_tuple, has_aux=False):
@@ -571,8 +671,8 @@ def grad(fun=None, wrt=0, has_aux=False):
     """
     wrt, as_tuple = _normalize_wrt(wrt)
     if fun is None:
-        return lambda f: Gradient(f, wrt, False, as_tuple, has_aux)
-    return Gradient(fun, wrt, False, as_tuple, has_aux)
+        return lambda f: _gradient(f, wrt, False, as_tuple, has_aux)
+    return _gradient(fun, wrt, False, as_tuple, has_aux)
 
 
 def value_and_grad(fun=None, wrt=0, has_aux=False):
@@ -587,5 +687,16 @@ def value_and_grad(fun=None, wrt=0, has_aux=False):
     """
     wrt, as_tuple = _normalize_wrt(wrt)
     if fun is None:
-        return lambda f: Gradient(f, wrt, True, as_tuple, has_aux)
-    return Gradient(fun, wrt, True, as_tuple, has_aux)
+        return lambda f: _gradient(f, wrt, True, as_tuple, has_aux)
+    return _gradient(fun, wrt, True, as_tuple, has_aux)
+
+
+def _gradient(fun, wrt, with_value, as_tuple, has_aux=False):
+    """A Gradient of ``fun``; of a bound method, one bound to its object (see
+    ``calls.unbind``: ``wrt`` counts from after self)."""
+    if isinstance(fun, (staticmethod, classmethod)):  # @grad over @staticmethod
+        return type(fun)(_gradient(fun.__func__, wrt, with_value, as_tuple, has_aux))
+    _refuse(fun)
+    fun, wrt, obj = calls.unbind(fun, wrt)
+    gradient = Gradient(fun, wrt, with_value, as_tuple, has_aux)
+    return gradient if obj is calls.UNBOUND else BoundGradient(gradient, obj)

@@ -1,6 +1,6 @@
-"""What a gradient accepts: functions grad() refuses (methods), the arguments of a call
-checked, and an error from the generated code tied to the user's source line it comes
-from. Nothing here imports SymPy."""
+"""What a gradient accepts: where a method's self is, the arguments of a call checked,
+and an error from the generated code tied to the user's source line it comes from.
+Nothing here imports SymPy."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import containers, kinds
 from .errors import Problem, SymdiffError
 from .parse import parse, scoped_walk
 
@@ -52,6 +53,10 @@ class Signature:
             kind = unsupported(value)
             if kind is not None:
                 raise _refusal(fun, name, kind)
+            if _container(value):
+                found = _leaf_problem(value, name)
+                if found is not None:
+                    raise _refusal(fun, name, found[1], found[0])
         extra = [("*" + self.varargs, v) for v in args[len(self.positional):]]
         for name, value in [*zip(self.positional, args, strict=False), *extra,
                             *kwargs.items()]:
@@ -75,6 +80,8 @@ class Signature:
 
 
 def _narrow(value) -> bool:
+    if _container(value):
+        return any(map(_narrow, value.values() if type(value) is dict else value))
     if type(value) is bool:
         return True  # np.tan(True) is float16 too
     if type(value) is list:
@@ -84,12 +91,17 @@ def _narrow(value) -> bool:
 
 
 def _float64(value):
+    if _container(value):  # the same container, its narrow leaves widened
+        if type(value) is dict:
+            return {k: _float64(v) if _narrow(v) else v for k, v in value.items()}
+        return type(value)(_float64(v) if _narrow(v) else v for v in value)
     if isinstance(value, (np.ndarray, list)):
         return np.asarray(value, dtype=np.float64)
     return np.float64(value)  # a scalar stays a scalar, with NumPy's inf rather than errors
 
 
 MISSING = object()
+_RAGGED = "a list of lists of different lengths"
 
 
 def default_of(fun, positional, name):
@@ -124,9 +136,10 @@ def unsupported(value) -> str | None:
     """What ``value`` is, said for an error, if it cannot be differentiated; else None.
 
     Numbers, real NumPy scalars and arrays, and lists of numbers (nested lists of the same
-    lengths: they are read as arrays) can; containers of arrays cannot yet.
+    lengths: they are read as arrays) can; so can containers (``_container``), whose leaves
+    ``_leaf_problem`` checks.
     """
-    if isinstance(value, (bool, int, float)):
+    if isinstance(value, (bool, int, float)) or _container(value):
         return None
     if isinstance(value, (np.ndarray, np.generic)):
         kind = value.dtype.kind
@@ -149,10 +162,30 @@ def unsupported(value) -> str | None:
     return f"{article} {name}"
 
 
+def _container(value) -> bool:
+    """A dict, tuple or list differentiated item by item (containers.is_tree): not a list
+    of numbers, which is read as an array."""
+    t = type(value)
+    return t is dict or t is tuple or t is list and containers.is_tree(kinds.kind(value))
+
+
+def _leaf_problem(value, path: str) -> tuple[str, str] | None:
+    """(the path to a leaf of a container that cannot be differentiated, what it is)."""
+    items = value.items() if type(value) is dict else enumerate(value)
+    for key, item in items:
+        here = f"{path}[{key!r}]"
+        if _container(item):
+            found = _leaf_problem(item, here)
+        else:
+            kind = unsupported(item)
+            found = (here, kind) if kind is not None else None
+        if found is not None:
+            return found
+    return None
+
+
 def _list_kind(value: list) -> str | None:
     for item in value:
-        if isinstance(item, np.ndarray):
-            return "a list of arrays"
         if isinstance(item, list):
             kind = _list_kind(item)
             if kind is not None:
@@ -162,7 +195,7 @@ def _list_kind(value: list) -> str | None:
     try:
         np.asarray(value, dtype=np.float64)
     except ValueError:
-        return "a list of lists of different lengths"
+        return _RAGGED
     return None
 
 
@@ -171,56 +204,109 @@ def _is_complex(value) -> bool:
     return isinstance(value, complex) or isinstance(dtype, np.dtype) and dtype.kind == "c"
 
 
-_CONTAINERS = ("a tuple", "a dict", "a list of arrays", "a list of lists of different lengths")
-
-
-def _refusal(fun, name, kind) -> SymdiffError:
+def _refusal(fun, name, kind, path=None) -> SymdiffError:
+    """The error for parameter ``name`` given a value of ``kind``; ``path``: a leaf of a
+    container, ``params['W'][1]``, is that."""
+    said = f"{name} received {kind}" if path is None else f"{path} is {kind}"
     if "complex" in kind:
-        message = f"{name} received {kind}; complex numbers are not supported"
+        message = f"{said}; complex numbers are not supported"
         hint = "real arguments: pass the real and imaginary parts as two parameters"
-    elif kind in _CONTAINERS:
-        message = (f"{name} received {kind}; gradients with respect to tuples, dicts and "
-                   "lists of arrays are not supported yet")
-        hint = "an array (np.asarray of the numbers), or one parameter per array"
+    elif kind == _RAGGED:
+        message = f"{said}, which NumPy cannot read as an array"
+        hint = "lists of one length, an array, or a tuple of lists (each its own item)"
+    elif path is not None:
+        message = f"{said}, which cannot be differentiated"
+        hint = ("floats, ints and NumPy arrays of real numbers, in dicts, tuples and lists "
+                "(pass other values as parameters that are not differentiated)")
     else:
-        message = f"{name} received {kind}, which cannot be differentiated"
-        hint = "a float, an int, or a NumPy array (or a list) of real numbers"
+        message = f"{said}, which cannot be differentiated"
+        hint = ("a float, an int, a NumPy array (or a list) of real numbers, or a dict, "
+                "tuple or list of those")
     return at_def(fun, name.lstrip("*"), message, hint)
 
 
-# --- what grad() refuses ---
+# --- methods: where self is ---
+
+UNBOUND = object()  # unbind's object for a function that is not a bound method
 
 
-def refuse_method(fun):
-    """Refuse a bound method or a function defined in a class body: its first parameter
-    (``self``) would be differentiated, giving 0. Methods come later."""
-    if isinstance(fun, types.MethodType) and hasattr(fun.__func__, "__code__"):
-        raise at_def(fun.__func__, 0, f"{fun.__qualname__} is a bound method: methods are "
-                     f"not supported yet{_first(fun.__func__)}", _METHOD_HINT)
-    if _in_class_body(fun):
-        raise at_def(fun, 0, f"{fun.__qualname__} is defined in a class body: methods are "
-                     f"not supported yet{_first(fun)}", _METHOD_HINT)
-
-
-_METHOD_HINT = ("a function outside the class taking what it reads from self as "
-                "parameters (def loss(w, x), then grad(loss, wrt=1)(model.w, x)), or a "
-                "@staticmethod")
-
-
-def _first(fn) -> str:
-    code = fn.__code__
+def unbind(fun, wrt):
+    """``(function, wrt, obj)`` for ``grad(fun, wrt)``: a bound method's function and the
+    object bound to its self (or cls, for a classmethod); for a function defined in a class
+    body (``@grad`` on a method, ``C.loss``), the function itself and UNBOUND. Either way
+    ``wrt`` counts from the parameter after self, as jax.grad does with a bound method:
+    it is returned counted from the function's first parameter. An object with a
+    ``__call__`` method is that method, bound to it. Other functions pass as they are.
+    Naming self in ``wrt`` is refused: self is read, not differentiated.
+    """
+    if isinstance(fun, types.FunctionType):
+        if method_self(fun) is None:
+            return fun, wrt, UNBOUND
+        function, obj = fun, UNBOUND
+    else:
+        call = inspect.getattr_static(type(fun), "__call__", None)
+        if isinstance(call, types.FunctionType) and not isinstance(fun, type):
+            fun = types.MethodType(call, fun)  # an object called as a function: its __call__
+        if not isinstance(fun, types.MethodType) or not hasattr(fun.__func__, "__code__"):
+            return fun, wrt, UNBOUND
+        function, obj = fun.__func__, fun.__self__
+    code = function.__code__
     if not code.co_argcount:
-        return ""
-    return f" (its first parameter, {code.co_varnames[0]}, would be differentiated)"
+        raise at_def(function, None, f"{function.__qualname__} is a method without a self "
+                     "parameter", "def name(self, x, ...), or a @staticmethod")
+    this = code.co_varnames[0]
+    count = code.co_argcount - 1  # positional parameters after self
+    shifted = []
+    for w in wrt:
+        if w == this:
+            raise at_def(function, 0, f"cannot differentiate {function.__qualname__} with "
+                         f"respect to {this}: the object a method is called on is read, "
+                         "not differentiated", "a parameter after " + this + " (wrt=0 is "
+                         "the first), with what it reads from " + this + " as a parameter")
+        if isinstance(w, int) and not isinstance(w, bool):
+            keyword_only = code.co_varnames[code.co_argcount:][:code.co_kwonlyargcount]
+            if not count and not keyword_only and obj is UNBOUND:
+                raise at_def(function, 0, f"{function.__qualname__} is defined in a class "
+                             f"body, so its only parameter, {this}, is taken for self",
+                             "@staticmethod on a function of a class body that takes no self")
+            if not -count <= w < count:
+                raise at_def(function, None, f"wrt={w} is out of range: "
+                             f"{function.__qualname__} has {count} positional parameter"
+                             f"{'' if count == 1 else 's'} after {this}",
+                             f"wrt=0 for the first parameter after {this}" if count else
+                             f"a keyword-only parameter by name: wrt={keyword_only[0]!r}"
+                             if keyword_only else "a method with a parameter after " + this)
+            w = w + 1 if w >= 0 else w
+        shifted.append(w)
+    return function, tuple(shifted), obj
+
+
+def shifted_back(wrt) -> tuple:
+    """``wrt`` as the user of a method gave it, counted from after self."""
+    return tuple(w - 1 if isinstance(w, int) and not isinstance(w, bool) and w > 0 else w
+                 for w in wrt)
+
+
+def method_self(fun) -> str | None:
+    """The name of ``fun``'s first parameter (self, cls) if ``fun`` was defined in a class
+    body and not marked @staticmethod (so a call through an instance passes self); else
+    None."""
+    if not _in_class_body(fun):
+        return None
+    code = fun.__code__
+    return code.co_varnames[0] if code.co_argcount else ""
 
 
 def _in_class_body(fun) -> bool:
     """Whether ``fun`` was defined in a class body and not marked @staticmethod."""
-    code = getattr(fun, "__code__", None)
     qualname = getattr(fun, "__qualname__", "")
     # "C.f" and "make.<locals>.C.f" are in a class body; "make.<locals>.f" and
     # "<listcomp>.<lambda>" (a comprehension's scope) are not.
-    if code is None or "." not in qualname or qualname.split(".")[-2].startswith("<"):
+    if type(qualname) is not str or "." not in qualname or \
+            qualname.split(".")[-2].startswith("<"):
+        return False
+    code = getattr(fun, "__code__", None)
+    if not isinstance(code, types.CodeType):
         return False
     static = _STATIC.get(code)
     if static is None:  # read once per code object: grad(C.f) may run in a loop

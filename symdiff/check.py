@@ -103,8 +103,11 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0,
     signature = inspect.signature(fn)
     counts = [p for p in wrt if _integer(signature.parameters[p])]
     if len(counts) == len(wrt):  # --wrt n, with n=3: no gradient to compare
-        note = (f"{', '.join(counts)} {'has' if len(counts) == 1 else 'have'} an integer "
-                "default" if counts else "no parameter to differentiate")
+        containers = [_container(signature.parameters[p]) for p in counts]
+        what = "a container default" if all(containers) else "an integer default" if not \
+            any(containers) else "an integer or container default"
+        note = (f"{', '.join(counts)} {'has' if len(counts) == 1 else 'have'} {what}"
+                if counts else "no parameter to differentiate")
         return CheckResult(name, 0.0, "", 0, note=note)
     too_big = _too_big(signature, wrt, shapes or {})
     if too_big:
@@ -235,8 +238,15 @@ def _finite_point(fn, signature, wrt, shapes, rng, frozen):
 
 
 def _integer(param) -> bool:
-    """A parameter with an integer default is a count or an index, not a real number."""
-    return isinstance(param.default, (int, np.integer)) and param.default is not param.empty
+    """A parameter with an integer default is a count or an index, not a real number. One
+    whose default is a container (a tuple, dict or list) keeps it too: random values are
+    drawn as arrays, and its gradient has the container's structure."""
+    return isinstance(param.default, (int, np.integer)) and param.default is not param.empty \
+        or _container(param)
+
+
+def _container(param) -> bool:
+    return type(param.default) in (tuple, dict, list)
 
 
 def _draw(rng, shape, how):

@@ -471,7 +471,7 @@ def _check(module, built, shapes) -> bool:
             # The defaults Python gave fn at its def, not their expressions' values now.
             compiled.__defaults__, compiled.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
             gradient = compiled if b.as_tuple else _one_to_tuple(compiled)
-            result = check_gradient(fn, gradient, b.ir.wrt, shapes,
+            result = check_gradient(fn, gradient, b.ir.given_wrt or b.ir.wrt, shapes,
                                     namespaces=_local_namespaces(module))
         except (RecursionError, MemoryError) as e:
             _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)

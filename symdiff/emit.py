@@ -12,7 +12,7 @@ import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.precedence import PRECEDENCE
 
-from . import __version__
+from . import __version__, containers
 from .differentiate import Block, Line, Program
 from .rules import Call, _NumpyFunction
 
@@ -71,7 +71,7 @@ def emit(program: Program) -> str:
     # The docstring stays valid Python whatever the path holds (backslashes, quotes).
     where = f"{ir.parsed.source.filename}:{ir.parsed.node.lineno}".replace(
         "\\", "\\\\").replace('"', '\\"')
-    wrt = ", ".join(ir.wrt)
+    wrt = ", ".join(ir.given_wrt or ir.wrt)
     what = "Value and gradient" if program.with_value else "Gradient"
     args = copy.deepcopy(ir.parsed.node.args)
     for a in ast.walk(args):
@@ -110,6 +110,8 @@ def emit(program: Program) -> str:
     # gradient) is copied; one made here for itself alone is handed out as it is.
     grads = [f"_fit({adj or '0.0'}, {p}{', copy=True' if shared else ''})"
              for (p, adj), shared in zip(program.grads, program.shared, strict=True)]
+    if ir.trees:  # a container's gradient: the same container, of its leaves' gradients
+        grads = containers.rebuild(ir, grads)
     result = grads[0] if len(grads) == 1 and not program.as_tuple else (
         "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")")
     value = program.value or ir.result

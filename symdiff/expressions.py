@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from . import rules, runtime
+from . import calls, containers, rules, runtime
 from .errors import SymdiffError
 from .ir import Eqn, symbol
 from .parse import MISSING, NOT_LITERAL, FunctionSource, literal
@@ -83,6 +83,8 @@ class Expressions:
     # --- expressions ---
 
     def _need_number(self, val, node):
+        if isinstance(val.value, containers.Tree):
+            containers.refuse_whole(self, node, val.value)
         if val.expr is None:
             what = type(val.value).__name__ if val.value is not MISSING else "this value"
             self.fail(node, f"{describe(node)} ({what}) is not a number or an array",
@@ -135,6 +137,8 @@ class Expressions:
 
     def _name(self, node, name) -> Val:
         ssa = self._local(node, name)
+        if ssa in self.trees:
+            return containers.whole(self.trees[ssa])
         if ssa is not None:
             return Val(symbol(ssa), ast.Name(ssa, ast.Load()))
         if name in self.local_functions:
@@ -212,8 +216,17 @@ class Expressions:
                               "check the spelling")
                 if isinstance(base.value, types.ModuleType) and not _library(base.value):
                     return self._module_attribute(obj, node, base.value)
+                if not isinstance(base.value, types.ModuleType) and isinstance(
+                        obj, (numbers.Real, np.ndarray)) and not isinstance(obj, bool):
+                    # CFG.lr, Model.k: an object's attribute may be set again; read when
+                    # the gradient runs, by the derivatives too (as self.k is).
+                    return Val(symbol(ast.unparse(node)), copy.copy(node), value=obj)
                 return self._global(obj, copy.copy(node))
         if node.attr in rules.NO_GRADIENT_ATTRIBUTES:
+            return self._constant(node)
+        if node.attr != "T" and self._inactive(node.value):
+            # self.W, self.cfg.lr, cfg.scale: an attribute of a value that is not
+            # differentiated is read when the gradient runs, as a value without gradient.
             return self._constant(node)
         if node.attr == "T":
             return self._array_op(node, rules.METHODS["transpose"], {"a": node.value},
@@ -423,6 +436,16 @@ class Expressions:
     def _method(self, node) -> Val:
         meth = node.func.attr
         row = rules.METHODS.get(meth)
+        receiver = node.func.value
+        if row is None and isinstance(receiver, ast.Name) and \
+                receiver.id == calls.method_self(self.parsed.fn):
+            # Which function self.h names depends on the class of self at each call (a
+            # subclass may override it), which the gradient, built once, cannot follow.
+            name = ast.unparse(node.func)
+            self.fail(node.func, f"{name}(...) calls a method of {receiver.id}, which "
+                      "symdiff does not follow (a subclass may override it)",
+                      f"a module-level function taking {receiver.id}, def {meth}(obj, ...), "
+                      f"called as {meth}({receiver.id}, ...): symdiff differentiates through it")
         if row is None and not hasattr(np.ndarray, meth):
             self.fail(node.func, f"{ast.unparse(node.func)}() is not supported: symdiff "
                       f"differentiates numbers and arrays, and .{meth}() is not a method of "
@@ -507,6 +530,7 @@ class Expressions:
         """Parameter ``p`` of an array operation, given as ``a``: an operand (a name), a
         list of operands, or a static argument (code run as written)."""
         if p == row.sequence:
+            a = containers.as_list(self, a)  # np.stack(ws): its items, [ws[0], ws[1]]
             if not isinstance(a, (ast.List, ast.Tuple)):
                 self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
             problems: list = []
@@ -581,6 +605,9 @@ class Expressions:
         return ast.Call(func, args, keywords)
 
     def _subscript(self, node) -> Val:
+        found = containers.item(self, node)
+        if found is not None:
+            return found
         row = rules.concatenator(_reference(node.value, self.parsed.namespace))
         if row is not None and not self._is_local_value(node.value):
             return self._concatenation(node, row)
@@ -606,8 +633,15 @@ class Expressions:
         return self._array_op(node, row, {"items": ast.List(items, ast.Load())})
 
     def _inactive(self, node) -> bool:
-        return isinstance(node, ast.Name) and node.id in self.env and \
-            self.env[node.id] not in self.active
+        """Whether ``node`` is a local name, or an attribute of one (self.W), that does not
+        depend on the differentiated inputs."""
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return False
+        # (A nested helper sees its definer's names: self in a def inside a method.)
+        ssa = self.env.get(node.id, self.enclosing.get(node.id))
+        return ssa is not None and ssa not in self.active
 
     def _constant(self, node) -> Val:
         """A value that carries no gradient (a shape, a mask, np.zeros_like...): run it."""
@@ -644,7 +678,7 @@ class Expressions:
                     problems.extend(e.problems)
         if problems:
             raise SymdiffError(problems=tuple(problems))
-        return code
+        return containers.in_code(code, self.trees) if self.trees else code
 
     def _rename(self, n):
         """A name in code run as written: renamed to its SSA version, or a global."""

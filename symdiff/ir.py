@@ -55,6 +55,9 @@ class IR:
     guards: tuple[tuple[object, str, object], ...] = ()  # (dict or cell, name, helper called)
     kinds: dict = field(default_factory=dict)  # parameter -> kinds.Kind it is specialised on
     aux: str = ""  # has_aux: the name of the value returned with the gradient
+    # A container in wrt (containers.py): wrt holds its leaves; given_wrt is wrt as asked.
+    trees: dict = field(default_factory=dict)  # parameter -> containers.Tree
+    given_wrt: tuple[str, ...] = ()
 
 
 class Names:

@@ -10,8 +10,8 @@ not (sizes, contents):
   specialisation that ``.source`` and the CLI show before a call has said more);
 - ``Tuple(items)``, ``List(items)``, ``Dict(keys, items)``: containers, item by item, nested
   (JAX's pytrees);
-- ``Other(what)``: anything else (None, a string, an object such as ``self``), read but
-  never differentiated.
+- ``Other(what)``: None, a string, or any other object (such as ``self``: one kind for
+  all), read but never differentiated.
 
 At a call, ``key`` describes the arguments cheaply (a type, or a small tuple); the gradient
 keeps one compiled function per key, and ``kind`` turns a key's value into the Kind the
@@ -101,15 +101,15 @@ def key(value):
     """A hashable description of ``value``'s kind, cheap to compute at every call: its type
     where that says all (numbers, NumPy scalars), else a tuple."""
     t = type(value)
-    if t in BY_TYPE:
-        return t
     if t is np.ndarray:
         return (value.dtype, value.ndim)
+    if t in BY_TYPE:
+        return t
     if t is tuple or t is list:
         return (t, *map(key, value))
     if t is dict:
         return (dict, tuple(value), *map(key, value.values()))
-    return (object, t)
+    return t if t is str or value is None else object
 
 
 def kind(value) -> Kind:
@@ -133,7 +133,9 @@ def kind(value) -> Kind:
         return FLOAT
     if isinstance(value, int):
         return Number("int")
-    return Other("None" if value is None else type(value).__name__)
+    # Read, never differentiated: the generated code does not depend on an object's class
+    # (self.W is read when it runs), so every object is one kind.
+    return Other("None" if value is None else "str" if t is str else "object")
 
 
 def leaves(k: Kind):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from . import containers
 from .exits import ExitError, break_flag, single_exit
 from .expressions import describe
 from .ir import Loop
@@ -20,6 +21,8 @@ class Loops:
     """for and while loops; relies on ``lower._Lowering`` for everything else."""
 
     def _loop(self, stmt):
+        if containers.unroll(self, stmt):
+            return
         self.counter += 1
         flag = break_flag(str(self.counter)) if _breaks(stmt.body) else None
         try:
@@ -70,6 +73,7 @@ class Loops:
                 self.memo = memo
             eqns, self.eqns = self.eqns, saved
             nexts = [self.env.get(n, phi) for n, (phi, _) in zip(carried, phis, strict=True)]
+            nexts, trees = containers.carried(self, stmt, carried, phis, nexts)
             late = {n for n, (phi, _), nxt in zip(carried, phis, nexts, strict=True)
                     if nxt in self.active and phi not in self.active}
             # A variable may be, from the second iteration on and after the loop, the array
@@ -97,6 +101,7 @@ class Loops:
         self.env.update({n: before[n] for n in before if n not in carried})
         for name, (phi, _) in zip(carried, phis, strict=True):
             self.env[name] = phi  # after the loop, a carried variable holds its last value
+        self.env.update(trees)
         for name in set(self.env) - outside:
             if name.startswith("<iter"):  # the array looped over: the loop's own
                 del self.env[name]

@@ -15,7 +15,7 @@ import types
 
 import numpy as np
 
-from . import rules, runtime
+from . import containers, rules, runtime
 from .errors import Problem, SymdiffError
 from .exits import AUX, RETURN, ExitError, single_exit
 from .expressions import COVERAGE, OPS, Expressions, Val, _user_function, names_in
@@ -40,7 +40,9 @@ def lower(parsed: Parsed, wrt, kinds=None, has_aux=False) -> IR:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
     try:
-        return dataclasses.replace(_Lowering(parsed, has_aux).run(wrt), kinds=dict(kinds or {}))
+        ir = _Lowering(parsed, has_aux).run(wrt, kinds)
+        # (with the kind of each leaf of a container: containers.start)
+        return dataclasses.replace(ir, kinds={**(kinds or {}), **ir.kinds})
     finally:
         sys.setrecursionlimit(limit)
 
@@ -81,6 +83,9 @@ class _Lowering(Expressions, Loops):
         self.ndims: dict[str, int] = {}  # SSA name -> its number of axes, where known
         self.arrays: set[str] = set()  # SSA names certainly bound to an ndarray
         self.depth_checked: set[int] = set()  # ids of equations _refuse_deep has seen
+        self.trees: dict = {}  # a container being differentiated: its holder -> its Tree
+        self.leaves: set[str] = set()  # the names of its leaves
+        self.known: dict = {}  # SSA name -> its value, known when building (an unrolled counter)
         ids = _identifiers(self.node)
         self.locals = assigned(self.node.body)
         # NumPy is np in the generated code, unless the function uses np for something else.
@@ -98,7 +103,7 @@ class _Lowering(Expressions, Loops):
 
     # --- the function ---
 
-    def run(self, wrt) -> IR:
+    def run(self, wrt, kinds=None) -> IR:
         params = self._params()
         wrt_names = self._wrt(params, wrt)
         for p in params:
@@ -108,6 +113,8 @@ class _Lowering(Expressions, Loops):
             self.env[p] = p
             self.bound.add(p)
         self.active = set(wrt_names)
+        given = tuple(wrt_names)
+        params, wrt_names, leaf_kinds = containers.start(self, params, wrt_names, kinds)
         a = self.node.args
         self.starred = {p.arg: "*" if p is a.vararg else "**" for p in (a.vararg, a.kwarg)
                         if p is not None}
@@ -133,7 +140,10 @@ class _Lowering(Expressions, Loops):
                   tuple(self.eqns), result, frozenset(self.names.taken), frozenset(self.ids),
                   tuple(self.data_globals.items()), self.np_alias,
                   tuple((n, o, self.globals_where[n]) for n, o in self.globals_used.items()),
-                  tuple(self.guards.values()), aux=self.env.get(AUX, ""))
+                  tuple(self.guards.values()), aux=self.env.get(AUX, ""),
+                  kinds=leaf_kinds,
+                  trees={p: self.trees[f"<{p}>"] for p in given if f"<{p}>" in self.trees},
+                  given_wrt=given)
 
     def _params(self):
         a = self.node.args
@@ -276,6 +286,13 @@ class _Lowering(Expressions, Loops):
         if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
             if isinstance(target, (ast.Subscript, ast.Attribute)):
+                containers.refuse_write(self, target)
+            if isinstance(target, ast.Attribute):  # self.calls += 1
+                self.fail(stmt, f"setting the attribute {ast.unparse(target)} is not "
+                          "supported: a gradient changes nothing outside itself",
+                          "set it outside the function being differentiated (a method's "
+                          "gradient may read attributes of self)")
+            if isinstance(target, ast.Subscript):
                 self.fail(stmt, "in-place writes to arrays are not supported",
                           "build a new array (np.where, np.concatenate, arithmetic)")
         kinds = {
@@ -317,6 +334,8 @@ class _Lowering(Expressions, Loops):
                           "return one scalar (np.sum, np.mean reduce an array)")
             return
         if isinstance(target, (ast.Tuple, ast.List)):
+            if containers.unpack(self, target, value):
+                return
             if isinstance(value, ast.Call):
                 self._unpacked_call(value)
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) != len(
@@ -481,6 +500,8 @@ class _Lowering(Expressions, Loops):
     def _bind(self, name, val: Val, node):
         if val.expr is None and isinstance(val.code, ast.Constant):
             val = self._constant(val.code)  # axis=None, mode="valid": run, no gradient
+        if name != RETURN and containers.bind(self, name, val):
+            return
         self._need_number(val, node)
         if name == RETURN and isinstance(val.code, ast.Name) and val.code.id in self.bound:
             self.env[name] = val.code.id  # return x: the result is x itself, not a copy
@@ -592,6 +613,7 @@ class _Lowering(Expressions, Loops):
             if t == e:
                 env[name] = t
                 continue
+            containers.refuse_merge(self, stmt, name, t, e)
             if t is None or e is None:
                 # Bound on one path only: on the other (where Python would leave it
                 # unbound), a stand-in whose every use raises UnboundLocalError, so that
@@ -636,6 +658,18 @@ class _Lowering(Expressions, Loops):
             base = self._expr(func.value).value
             if isinstance(base, types.ModuleType):
                 self.guards[(id(base), func.attr)] = (vars(base), func.attr, obj)
+                return
+            # Ops.sq(x), cfg.act(x): found by its path from a module-level name, which
+            # the guard follows again (the class or object may be rebound, or its attribute).
+            path = []
+            while isinstance(func, ast.Attribute):
+                path.append(func.attr)
+                func = func.value
+            if isinstance(func, ast.Name) and func.id not in self.local_functions and \
+                    func.id not in self.env and self.enclosing.get(func.id) is None:
+                container = self.parsed.namespace.container(func.id)
+                dotted = ".".join([func.id, *reversed(path)])
+                self.guards[(id(container), dotted)] = (container, dotted, obj)
 
     def _def_time_defaults(self, fn, positional) -> dict:
         """A helper's defaults as the def evaluated them (not as its names are now)."""

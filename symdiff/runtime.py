@@ -82,6 +82,13 @@ def _zip_len(*arrays, strict=False):
     return min(lengths)
 
 
+def _zipped_with(value, n, strict, message):
+    """Refuse a value zipped with a container of ``n`` items (a loop unrolled n times)
+    that would end the loop earlier (or, if strict, has another length)."""
+    if len(value) < n or strict and len(value) != n:
+        raise SymdiffError(message)
+
+
 def _fit(g, x, copy=False):
     """The gradient ``g`` as the caller expects it: x's shape and float precision, an array
     of its own.

@@ -93,6 +93,46 @@ def test_changing_a_called_helper_rebuilds(project):
     assert grads == pytest.approx(expected(scale=5.0)) and sympy_loaded
 
 
+STATIC = MODULE.replace("""def helper(u):
+    return np.sin(u) * SCALE
+""", """class Ops:
+    @staticmethod
+    def helper(u):
+        return np.sin(u) * SCALE
+""").replace("z = helper(x) * y", "z = Ops.helper(x) * y")
+
+
+def test_changing_a_helper_called_through_a_class_rebuilds(project):
+    # Ops.helper is inlined as a function found by its path: the entry records it, and a
+    # later process compares it (it used to return the old gradient).
+    tmp_path, cache_dir = project
+    (tmp_path / "mod.py").write_text(STATIC)
+    assert run(tmp_path, cache_dir)[0] == pytest.approx(expected())
+    assert run(tmp_path, cache_dir) == (pytest.approx(expected()), False)  # a hit
+    (tmp_path / "mod.py").write_text(STATIC.replace("np.sin(u) * SCALE", "np.sin(u) * 5.0"))
+    grads, sympy_loaded = run(tmp_path, cache_dir)
+    assert grads == pytest.approx(expected(scale=5.0)) and sympy_loaded
+
+
+def test_a_helper_rebound_on_its_class_rebuilds(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMDIFF_CACHE_DIR", "off")
+    (tmp_path / "ops_mod.py").write_text(STATIC)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        mod = importlib.import_module("ops_mod")
+    finally:
+        sys.path.remove(str(tmp_path))
+    g = grad(mod.f, wrt=(0, 1))
+    assert g(0.5, 2.0) == pytest.approx(expected())
+
+
+    def cubed(u):
+        return u ** 3
+
+    mod.Ops.helper = staticmethod(cubed)
+    assert g(0.5, 2.0) == pytest.approx((3 * 0.25 * 2.0 + 4 * 0.5, 0.125))
+
+
 def test_changing_the_function_rebuilds(project):
     tmp_path, cache_dir = project
     run(tmp_path, cache_dir)

@@ -1167,7 +1167,41 @@ def test_check_does_not_claim_ok_when_it_compared_nothing(tmp_path, capsys):
     assert (status, out) == (0, "f: nothing to compare: n has an integer default\n")
 
 
+def test_a_container_default_is_kept_and_its_gradient_has_its_structure(tmp_path, capsys):
+    path = write(tmp_path, """\
+        def f(x, p=(1.0, 2.0)):
+            return x * p[0] * p[1] ** 2
+        """)
+    status, out, err = run(capsys, path)
+    assert (status, err) == (0, ""), err
+    assert "    p_0 = p[0]\n    p_1 = p[1]\n" in out
+    assert out.endswith("    return (_fit(dx, x), (_fit(dp_0, p_0), _fit(dp_1, p_1)))\n")
+    status, out, _ = run(capsys, path, "--check")
+    assert (status, out.split(":")[0]) == (0, "f") and out.endswith(": ok\n")
+    status, out, _ = run(capsys, path, "--check", "--wrt", "p")
+    assert (status, out) == (0, "f: nothing to compare: p has a container default\n")
+
+
 def test_check_of_a_correct_gradient_with_a_large_offset_agrees(tmp_path, capsys):
     path = write(tmp_path, "def f(x):\n    return 1e7 + x * x\n")
     status, out, err = run(capsys, path, "--check")
     assert (status, err) == (0, ""), err
+
+
+# --- the kinds a file's function is built for ------------------------------------------
+
+def test_kinds_come_from_shape_annotations_and_defaults():
+    import ast as python_ast
+
+    from symdiff import kinds
+    from symdiff.cli import _kinds
+
+    node = python_ast.parse(
+        'def f(a, b: float, c: "(3, 4)", d: int, e=2, g=0.5, h=np.ones(3), *, k=None, m):\n'
+        '    pass\n').body[0]
+    found = _kinds(node, {"a": (2,), "m": ()}, kinds.FLOAT64)
+    assert found == {"a": kinds.Array("float64", 1), "b": kinds.FLOAT,
+                     "c": kinds.Array("float64", 2), "d": kinds.Number("int"),
+                     "e": kinds.Number("int"), "g": kinds.FLOAT, "h": kinds.FLOAT64,
+                     "k": kinds.Other("None"), "m": kinds.FLOAT}
+    assert _kinds(node, {}, kinds.FLOAT)["a"] == kinds.FLOAT  # what --check draws

@@ -60,6 +60,7 @@ M = load("""
     (np.zeros((2, 3)), Array("float64", 2)), (np.zeros(3, np.float32), Array("float32", 1)),
     (np.array(1.0), Array("float64", 0)), (np.zeros(2, bool), Array("bool", 1)),
     (np.zeros(2, np.uint8), Array("uint8", 1)), (None, Other("None")), ("a", Other("str")),
+    (object(), Other("object")),
     ((1.0, np.zeros(2)), Tuple((Number("float"), Array("float64", 1)))),
     ([1.0], List((Number("float"),))),
     ({"W": np.zeros((2, 2)), "b": [0.0]},
