@@ -184,10 +184,10 @@ class _Walk:
         for _ in range(2):
             if loop.target:
                 self.bind(loop.target, _evaluate(ast.Call(
-                    ast.Name("next", ast.Load()), [ast.Call(ast.Name("iter", ast.Load()),
-                                                            [loop.header], [])], []),
-                    self.samples, {**self.safe, "next": next, "iter": iter})
-                    if loop.kind == "for" else None)
+                    ast.Name(" next", ast.Load()), [ast.Call(ast.Name(" iter", ast.Load()),
+                                                             [loop.header], [])], []),
+                    self.samples, {**self.safe, " next": next, " iter": iter})
+                    if loop.kind == "for" else None)  # (names no code can have)
             self.items(loop.body)
             changed = False
             for phi, init, nxt in loop.carried:
@@ -265,10 +265,6 @@ def _is_scalar(kind) -> bool:
     return isinstance(kind, K.Number) or isinstance(kind, K.Array) and kind.ndim == 0
 
 
-def _join(a, b):
-    return a if a == b else None
-
-
 def _safe(obj) -> bool:
     """Whether calling ``obj`` on small values while building is harmless: NumPy's, math's
     and the builtins' functions (never the user's, which may print or change things)."""
@@ -298,6 +294,8 @@ def _evaluate(node, samples, functions):
             return None
         if isinstance(n, ast.Call) and not isinstance(n.func, (ast.Name, ast.Attribute)):
             return None
+        if isinstance(n, ast.Constant) and type(n.value) is int and abs(n.value) > 4096:
+            return None  # (maybe a size: np.zeros(10**9) is not made while building)
     tree = ast.fix_missing_locations(ast.Expression(copy.deepcopy(node)))
     try:
         code = compile(tree, "<kinds>", "eval")
