@@ -639,6 +639,19 @@ def test_errstate_raise_where_nothing_overflows():
                                    2 * X2 + 1)
 
 
+def test_errstate_raise_runs_what_grad_skips_with_aux_too():
+    f = load("import numpy as np\n\ndef f(x, t):\n"
+             "    return np.sum(x * x) + np.sum(np.exp(t) * 0.0 + x), t\n", "f")
+    t = np.array([1.0, 2.0])
+    assert "_shape_of(" in grad(f, has_aux=True).source  # (np.exp(t) is skipped)
+    with np.errstate(over="raise"):
+        g, aux = grad(f, has_aux=True)(X2, t)
+        np.testing.assert_allclose(g, 2 * X2 + 1)
+        assert aux is t
+        with pytest.raises(FloatingPointError):
+            grad(f, has_aux=True)(X2, np.array([1000.0, 1.0]))
+
+
 # --- del and _shape_only(x): values let go after their last use ------------------------
 
 RL = load("""
