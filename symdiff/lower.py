@@ -23,7 +23,9 @@ from .expressions import Expressions, Val
 from .inline import Inline, _identifiers, _without_docstring
 from .ir import IR, Eqn, Names
 from .loops import Loops, assigned
+from .operations import Operations
 from .parse import MISSING, FunctionSource, Parsed
+from .references import References
 from .statements import Statements
 
 # Names the generated code uses for itself: NumPy, and every helper in runtime.py.
@@ -50,7 +52,7 @@ def lower(parsed: Parsed, wrt, kinds=None, has_aux=False) -> IR:
         sys.setrecursionlimit(limit)
 
 
-class _Lowering(Statements, Branches, Inline, Expressions, Loops):
+class _Lowering(Statements, Branches, Inline, Expressions, Operations, References, Loops):
     def __init__(self, parsed: Parsed, has_aux=False):
         self.has_aux = has_aux
         self.top = parsed

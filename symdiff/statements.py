@@ -13,9 +13,10 @@ import logging
 from . import containers, rules, runtime
 from .errors import SymdiffError
 from .exits import AUX, RETURN
-from .expressions import COVERAGE, OPS, _user_function, names_in
+from .expressions import COVERAGE, OPS, names_in
 from .ir import Eqn
 from .parse import FunctionSource
+from .references import _user_function
 
 
 class Statements:
