@@ -137,7 +137,7 @@ def start(low, params, wrt, kinds) -> tuple[list, list, dict]:
             low.bound.add(leaf)
             low.active.add(leaf)
             # Under the text of its path, so that x += 1 on a name sharing a leaf's array
-            # is caught as it is for a parameter's (lower._refuse_shared).
+            # is caught as it is for a parameter's (statements._refuse_shared).
             low.env[ast.unparse(path)] = leaf
             code = ast.Assign([ast.Name(leaf, ast.Store())], path, lineno=low.node.lineno)
             low.eqns.append(Eqn("", "assert", code, low.node.lineno, (p,), False))

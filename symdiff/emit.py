@@ -13,7 +13,7 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.precedence import PRECEDENCE
 
 from . import __version__, containers
-from .differentiate import Block, Line, Program
+from .program import Block, Line, Program
 from .rules import Call, _NumpyFunction
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from .differentiate import _IDENT, Block, Line, Program, _flat, _loads
 from .ir import Eqn
+from .program import _IDENT, Block, Line, Program, _flat, _loads
 from .shapes import facts, numpy_guard, sources
 
 

@@ -1,0 +1,119 @@
+"""The float the derivatives compute in, and the values they read converted to it.
+
+``differentiate``'s differentiator mixes this in: ``_floats`` makes the values the backward
+sweep computes with floats where the function's own arithmetic would not have wrapped or
+repeated, ``_fold_numbers`` folds adjoints that are one number into the lines that read them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import sympy as sp
+
+from . import kinds as K
+from .ir import IR, symbol
+from .program import Block, Line, _flat, _loads, _rename
+from .rules import call
+
+
+class Floats:
+    """The float conversions of the backward sweep; relies on ``differentiate._Differentiator``
+    for its state (``ir``, ``facts``, ``temp_kinds``, ``names``, ``dtype``, ``adj``)."""
+
+    def _floats(self, backward) -> tuple[list, tuple[str, ...]]:
+        """The values the derivatives compute with, as floats: the function's x * K * K
+        runs in float64, the derivative's K**2 in K's uint8 would wrap around, and 2*l on a
+        list parameter would repeat it. A parameter read by derivatives alone is converted
+        where it is (``floats``: ``p = _as_float(p)``, behind ``if type(p) is not float:``
+        where its kind is not known); one read as an index too, module data (which may be
+        rebound after the build), and values of a kind known not to be floats (a row of an
+        integer array, a list made from a list) get a float copy (``K_float =
+        _as_float(K)``) that the derivatives read instead. Values known to be floats of the
+        precision the derivatives compute in are read as they are.
+        """
+        in_math = {s.name for line in _flat(backward) if isinstance(line.value, sp.Basic)
+                   for s in line.value.free_symbols}
+        elsewhere = set(_loads([line if isinstance(line, Block) else dataclasses.replace(
+            line, like="") for line in _flat(backward) if not isinstance(line.value, sp.Basic)]))
+        params = set(self.ir.params)
+        data = {name for name, _ in self.ir.data_globals} | {
+            name for name, obj, _ in self.ir.globals if isinstance(obj, (np.ndarray, np.generic))}
+
+        def known(n):
+            return self.facts.kind(n) if n in self.facts.kinds else self.temp_kinds.get(n)
+
+        def fine(n) -> bool:  # read by the derivatives as it is
+            k = known(n)
+            if isinstance(k, K.Number):
+                return True  # Python's numbers do not wrap, nor repeat
+            if k is None:
+                return n not in params and n not in data  # made here: as the function made it
+            return isinstance(k, K.Array) and k.floating and \
+                np.dtype(k.dtype).itemsize >= np.dtype(self.dtype).itemsize
+        # (a float32 parameter's copy has another name: its gradient is a float32 too)
+        floats = tuple(p for p in self.ir.params if p in in_math and p not in elsewhere
+                       and not fine(p) and not (isinstance(known(p), K.Array)
+                                                and known(p).floating))
+        # A list read by an array operation's rule (_matmul_grad(g, X, w, 1)) is an array
+        # there, of its own dtype (an index list stays integers).
+        self.lists = tuple(p for p in self.ir.params if p in elsewhere and (
+            known(p) is None or isinstance(known(p), (K.List, K.Tuple))))
+        copied = sorted(n for n in in_math - set(floats) if not fine(n))
+        # A value the function made (in a loop, maybe) is converted where it is read.
+        made = {symbol(n): call("_as_float" if self.dtype == "float64" else "_as_float32")(
+            symbol(n)) for n in copied if n not in params and n not in data}
+        copied = [n for n in copied if symbol(n) not in made]
+        if made:
+            backward = _rename(backward, made)
+        if not copied:
+            return backward, floats
+        renamed = {symbol(n): symbol(self.names.fresh(n + "_float")) for n in copied}
+        precision = "" if self.dtype == "float64" else f", {self.ir.np_alias}.{self.dtype}"
+        out = [Line(renamed[symbol(n)].name, f"_as_float({n}{precision})",
+                    comment=f"the derivatives compute in {self.dtype}") for n in copied]
+        return out + _rename(backward, renamed), floats
+
+    def _fold_numbers(self, lines) -> list:
+        """``d_t3 = -1.0`` then ``dz = d_t3*t``: ``dz = -t`` (an adjoint that is one number,
+        set once, read by the derivatives as that number; a line that still reads it keeps
+        it, and prune drops it where none does). As a float (-1.0*t), unless all it
+        multiplies is known to be floats: -t of integers may wrap, of booleans raise."""
+        targets = [line.target for line in _flat(lines) if line.target]
+        exact = {symbol(line.target): line.value for line in lines
+                 if isinstance(line, Line) and isinstance(line.value, sp.Number)
+                 and not line.accumulate and not line.like
+                 and targets.count(line.target) == 1}
+        if not exact:
+            return lines
+        floats = {k: sp.Float(v) for k, v in exact.items()}
+        def float_like(name):
+            k = self.facts.kind(name) if name in self.facts.kinds else \
+                self.temp_kinds.get(name)
+            return isinstance(k, K.Number) and k.type == "float" or isinstance(
+                k, K.Array) and k.floating and np.dtype(k.dtype).itemsize >= np.dtype(
+                    self.dtype).itemsize or name in self.adj.values()
+
+        out = []
+        for line in lines:
+            folded = _rename([line], exact)
+            # (not where a product becomes a bare name: the adjoint would be another's
+            # array, which the sweep took for one of its own)
+            if isinstance(line, Line) and isinstance(line.value, sp.Basic) and \
+                    folded[0].value.is_Atom and not line.value.is_Atom:
+                folded = [line]
+            elif isinstance(line, Block) or isinstance(line.value, sp.Basic) and not all(
+                    s in exact or float_like(s.name) for s in line.value.free_symbols):
+                folded = _rename([line], floats)
+            out.extend(folded)
+        return out
+
+def _float_dtype(ir: IR) -> str:
+    """The float the derivatives compute in: float32 where every differentiated parameter
+    is a float32 (or float16) array or NumPy scalar, as JAX; else float64."""
+    found = [ir.kinds.get(p) for p in ir.wrt]
+    if found and all(isinstance(k, K.Array) and k.dtype in ("float32", "float16")
+                     for k in found):
+        return "float32"
+    return "float64"
