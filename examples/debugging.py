@@ -8,7 +8,7 @@ on it unchanged:
 2. An error raised while a gradient runs names the line of *your* function it comes from
    (a note on the exception), and the traceback shows the generated line as well: the
    generated source lives in a file (under the cache directory) that tracebacks can read.
-3. `pdb.runcall(g.__wrapped__, *args)` steps through the generated gradient line by line
+3. `pdb.runcall(g.function_for(*args), *args)` steps through the generated gradient line by line
    (`n`, `s`, `p dz`, `l`); `python examples/debugging.py --pdb` does it here.
 
 Run: python examples/debugging.py [--pdb]
@@ -57,10 +57,10 @@ def main(argv=()):
     print(g.source)
     w = np.zeros(3)
     if "--pdb" in argv:
-        print(pdb.runcall(g.__wrapped__, w, X, y))
+        print(pdb.runcall(g.function_for(w, X, y), w, X, y))
     else:
         print("python examples/debugging.py --pdb  steps into it:"
-              " pdb.runcall(g.__wrapped__, w, X, y)")
+              " pdb.runcall(g.function_for(w, X, y), w, X, y)")
     return g(w, X, y)
 
 

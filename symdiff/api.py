@@ -162,13 +162,11 @@ class Gradient:
         widened = self._signature.widened(args, kwargs)
         # Booleans and small integers are differentiated from float64 copies: built for
         # the kinds of those.
-        values = self._bind(*widened) if widened is not None else self._bind(args, kwargs)
-        found = tuple((name, kinds.kind(v)) for name, v in zip(self._names, values,
-                                                                 strict=True)
-                      if v is not calls.MISSING)
+        raw = self._kinds(self._bind(args, kwargs))
+        found = self._kinds(self._bind(*widened)) if widened is not None else raw
         built = self._build(found, stale)
         _defaults(built.fn, self.fun)
-        call = built.fn if widened is None else self._widening(built.fn)
+        call = built.fn if widened is None else self._widening(built.fn, raw)
         spec = self._specs[key] = _Spec(found, built, call)
         # (a method's self is read, never differentiated: any object, told by its type)
         if not (kwargs or built.refresh or built.guards) and len(args) == self._arity and \
@@ -176,7 +174,13 @@ class Gradient:
             self._fast[type(args[0]) if len(args) == 1 else tuple(map(type, args))] = call
         return spec
 
-    def _widening(self, fn):
+    def _kinds(self, values) -> tuple:
+        return tuple((name, kinds.kind(v)) for name, v in zip(self._names, values, strict=True)
+                     if v is not calls.MISSING)
+
+    def _widening(self, fn, raw):
+        """``fn`` (built for float64 copies of narrow arguments) called on such copies; the
+        build for the arguments' own kinds ``raw`` where the copies raise."""
         signature = self._signature
 
         def widening(*args, **kwargs):
@@ -184,9 +188,14 @@ class Gradient:
             try:
                 result = fn(*widened[0], **widened[1])
             except Exception:  # an integer that only works as one, as in range(n)
-                return fn(*args, **kwargs)
-            # The value is the function's own, on the arguments as given: run just it.
-            return (self.fun(*args, **kwargs), result[1]) if self.with_value else result
+                built = self._build(raw)
+                _defaults(built.fn, self.fun)
+                return built.fn(*args, **kwargs)
+            if not (self.with_value or self.has_aux):
+                return result
+            # The value and aux are the function's own, on the arguments as given.
+            own = self.fun(*args, **kwargs)
+            return (own, result[1]) if self.with_value else (result[0], own[1])
         return widening
 
     def __get__(self, instance, owner=None):
@@ -240,6 +249,11 @@ class Gradient:
         if self._self is not None:  # a method's self: an object, read
             shown = ((self._self, kinds.Other("object")), *shown[1:])
         return self._build(shown)
+
+    def function_for(self, *args, **kwargs):
+        """The function a call with these arguments runs: the generated gradient built for
+        their kinds, to step through with ``pdb.runcall(g.function_for(*args), *args)``."""
+        return self._spec(args, kwargs).call
 
     @property
     def __wrapped__(self):

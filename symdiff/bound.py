@@ -7,6 +7,7 @@ of the function (self its first parameter), shared by every object it is bound t
 from __future__ import annotations
 
 import copy
+import functools
 import types
 
 from . import calls
@@ -46,6 +47,11 @@ class BoundGradient:
     @property
     def wrt(self):
         return calls.shifted_back(self.gradient.wrt)
+
+    def function_for(self, *args, **kwargs):
+        """The function a call with these arguments (after self) runs, self given."""
+        return functools.partial(self.gradient.function_for(self.obj, *args, **kwargs),
+                                 self.obj)
 
     def source_for(self, *args, **kwargs) -> str:
         """The generated source a call with these arguments (after self) runs."""

@@ -60,7 +60,7 @@ class Signature:
         extra = [("*" + self.varargs, v) for v in args[len(self.positional):]]
         for name, value in [*zip(self.positional, args, strict=False), *extra,
                             *kwargs.items()]:
-            if _is_complex(value):
+            if _is_complex(value) or isinstance(value, np.ma.MaskedArray):
                 raise _refusal(fun, name, unsupported(value))
 
     def widened(self, args, kwargs):
@@ -141,6 +141,8 @@ def unsupported(value) -> str | None:
     """
     if isinstance(value, (bool, int, float)) or _container(value):
         return None
+    if isinstance(value, np.ma.MaskedArray):  # its mask would be ignored, not followed
+        return "a masked array (np.ma)"
     if isinstance(value, (np.ndarray, np.generic)):
         kind = value.dtype.kind
         if kind in REAL:

@@ -109,7 +109,14 @@ def key(value):
         return (t, *map(key, value))
     if t is dict:
         return (dict, tuple(value), *map(key, value.values()))
-    return t if t is str or value is None else object
+    if t is str or value is None:
+        return t
+    if isinstance(value, np.ndarray):  # a subclass (np.memmap, a masked array)
+        return (t, value.dtype, value.ndim)
+    # Any other type is a key of its own (np.longlong, a subclass of float, a class of the
+    # user's), so that its first call checks it; objects of every class still share one
+    # build (their kinds are equal).
+    return (object, t)
 
 
 def kind(value) -> Kind:
@@ -118,8 +125,10 @@ def kind(value) -> Kind:
     if t in BY_TYPE:
         return BY_TYPE[t]
     if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biufc":  # strings, objects, dates: read, not numbers
+            return Other(f"{value.dtype.name} array")
         return Array(value.dtype.name, value.ndim)
-    if isinstance(value, np.generic):
+    if isinstance(value, np.generic) and value.dtype.kind in "biufc":
         return Array(value.dtype.name, 0, True)
     if t is tuple:
         return Tuple(tuple(map(kind, value)))
@@ -135,7 +144,8 @@ def kind(value) -> Kind:
         return Number("int")
     # Read, never differentiated: the generated code does not depend on an object's class
     # (self.W is read when it runs), so every object is one kind.
-    return Other("None" if value is None else "str" if t is str else "object")
+    return Other("None" if value is None else "str" if isinstance(value, (str, np.str_))
+                 else "object")
 
 
 def leaves(k: Kind):

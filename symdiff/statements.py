@@ -332,7 +332,7 @@ class Statements:
         if fn is breakpoint:
             self.fail(stmt, "breakpoint() inside a function being differentiated is not "
                       "supported", "remove it, and step into the gradient instead: "
-                      "pdb.runcall(g.__wrapped__, ...)")
+                      "pdb.runcall(g.function_for(*args), *args)")
         self.fail(stmt, f"{name}(...) is called for its effect alone, which symdiff does "
                   "not follow", "a call whose value is used (y = ...); print and logging "
                   "calls, which run as written")

@@ -204,7 +204,7 @@ CASES = {
         '        breakpoint()',
         '        ^',
         '  supported instead: remove it, and step into the gradient instead: '
-        'pdb.runcall(g.__wrapped__, ...)',
+        'pdb.runcall(g.function_for(*args), *args)',
     ])),
     "call_for_its_effect": ("""
         def h(x):

@@ -278,3 +278,90 @@ def test_has_aux_needs_a_pair_written_out(name, col):
 def test_without_has_aux_a_pair_is_refused_as_before():
     with pytest.raises(SymdiffError, match="returns a tuple; a gradient needs a scalar"):
         grad(M.with_aux)(X)
+
+
+# --- kinds the lattice does not list: each checked at its first call --------------------
+
+W = load("""
+    import numpy as np
+
+    def cubes(x):
+        return np.sum(x * x * x)
+
+    def triple(x):
+        return x * x * 3.0
+
+    def squared_data(x, K):
+        return np.sum(x * (K * K))
+
+    def counted(x, y):
+        total = 0.0
+        for i in range(x):
+            total = total + y * x * x
+        return total + y * x * x
+
+    def with_aux(x):
+        return np.sum(x * x), x * x
+
+    def pick(x, mode):
+        if mode == "sq":
+            return np.sum(x * x)
+        return np.sum(x)
+""")
+
+
+def test_array_subclasses_are_told_apart_by_dtype_and_ndim():
+    g = grad(W.cubes)
+    np.testing.assert_allclose(g(np.array([100.0, 20.0]).view(np.memmap)), [30000.0, 1200.0])
+    u8 = np.array([100, 20], np.uint8).view(np.memmap)
+    np.testing.assert_allclose(g(u8), [30000.0, 1200.0])  # not the float64 build again
+    h = grad(W.squared_data)
+    x = np.array([1.0, 2.0])
+    h(x, np.array([3.0, 4.0]).view(np.memmap))
+    np.testing.assert_allclose(h(x, u8), (u8 * u8).astype(float))  # wraps, as f's K * K
+
+
+def test_a_type_not_listed_is_checked_at_its_first_call():
+    g = grad(W.triple)
+    assert g(np.longlong(2)) == 12.0
+    with pytest.raises(SymdiffError, match="x received a NumPy scalar of complex numbers"):
+        g(np.clongdouble(1 + 1j))
+
+
+def test_masked_arrays_are_refused_wherever_they_stand():
+    m = np.ma.array([1.0, 2.0], mask=[False, True])
+    with pytest.raises(SymdiffError, match=r"x received a masked array \(np.ma\)"):
+        grad(W.cubes)(m)
+    with pytest.raises(SymdiffError, match=r"K received a masked array \(np.ma\)"):
+        grad(W.squared_data)(np.ones(2), m)
+
+
+def test_a_numpy_string_is_read_as_a_string():
+    x = np.array([1.0, 2.0])
+    modes = np.array(["sq", "lin"])
+    np.testing.assert_allclose(grad(W.pick)(x, modes[0]), 2 * x)
+    np.testing.assert_allclose(grad(W.pick)(x, modes[1]), [1.0, 1.0])
+
+
+def test_a_narrow_integer_that_only_works_as_one_runs_its_own_build():
+    g = grad(W.counted)  # range(x): the float64 copy raises, the uint8 build is run
+    assert g(np.uint8(200), 1.0) == pytest.approx(201 * 2 * 200.0)  # (x + 1) terms: y * x * x
+    assert g(3, 1.0) == pytest.approx(4 * 2 * 3.0)
+
+
+@pytest.mark.parametrize("x", [np.array([200, 100], np.uint8), np.array([True, False])])
+def test_aux_of_a_widened_argument_is_the_functions_own(x):
+    g, aux = grad(W.with_aux, has_aux=True)(x)
+    np.testing.assert_allclose(g, 2.0 * x.astype(float))
+    assert aux.dtype == x.dtype
+    np.testing.assert_array_equal(aux, W.with_aux(x)[1])
+    (value, aux2), g2 = value_and_grad(W.with_aux, has_aux=True)(x)
+    np.testing.assert_array_equal(aux2, W.with_aux(x)[1])
+
+
+def test_function_for_is_what_a_call_runs():
+    g = grad(W.squared_data)
+    x, K = np.array([1.0, 2.0]), np.array([200, 100], np.uint8)
+    fn = g.function_for(x, K)
+    np.testing.assert_allclose(fn(x, K), g(x, K))
+    assert g.function_for(x, K.astype(float)) is not fn
