@@ -171,6 +171,7 @@ def _placeholder(node):
 
 _MISSING = object()
 
+
 def _refreshers(data_globals) -> tuple:
     out = []
     for name, where in data_globals:

@@ -129,6 +129,7 @@ class Control:
         out.append(Block(header, tuple(body) or (Line("", "pass"),)))
         return out
 
+
 def _mark_active(items, active):
     for item in items:
         if isinstance(item, Eqn):

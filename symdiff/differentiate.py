@@ -357,6 +357,7 @@ def _is_call(code, name: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
         node.func.id == name
 
+
 def _bare(contribution) -> bool:
     """A contribution that is just a name (or _unbroadcast of one): maybe not a new array."""
     if isinstance(contribution, sp.Symbol):

@@ -132,6 +132,7 @@ class Expressions:
                 self.fail(node, "assignment expressions (:=) are not supported",
                           "a separate assignment statement")
         self.fail(node, f"{describe(node)} is not supported", COVERAGE)
+
     def _shallow(self, val: Val, node) -> Val:
         """``val``, or a temporary holding it where it nests DEPTH levels or more."""
         if val.depth < DEPTH:
@@ -222,6 +223,7 @@ class Expressions:
             # without gradient (K * K, b + b, 2 * l): as the function computed it.
             calls.append((expr, code))
         return Val(expr, code, calls, depth=max(left.depth, right.depth) + 1)
+
     def _inactive(self, node) -> bool:
         """Whether ``node`` is a local name, or an attribute of one (self.W), that does not
         depend on the differentiated inputs."""

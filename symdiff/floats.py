@@ -88,6 +88,7 @@ class Floats:
         if not exact:
             return lines
         floats = {k: sp.Float(v) for k, v in exact.items()}
+
         def float_like(name):
             k = self.facts.kind(name) if name in self.facts.kinds else \
                 self.temp_kinds.get(name)
@@ -108,6 +109,7 @@ class Floats:
                 folded = _rename([line], floats)
             out.extend(folded)
         return out
+
 
 def _float_dtype(ir: IR) -> str:
     """The float the derivatives compute in: float32 where every differentiated parameter

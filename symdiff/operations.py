@@ -331,6 +331,7 @@ def _reference(node, namespace):
         return getattr(_reference(node.value, namespace), node.attr, None)
     return None
 
+
 # Operations whose result may share its first operand's data (NumPy views): x[1:], x.T,
 # reshape, np.flip always, np.einsum where the subscripts only permute or keep axes
 # ('ij->ji'): writing into the result writes there.

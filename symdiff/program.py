@@ -68,6 +68,7 @@ class Program:
     facts: Facts | None = None  # what is known of the values (shapes.facts)
     dtype: str = "float64"  # the float the derivatives compute in (float32 for float32)
 
+
 def _flat(lines):
     """Every Line of ``lines``, inside blocks too."""
     for line in lines:

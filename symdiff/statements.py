@@ -313,6 +313,7 @@ class Statements:
             *(ast.Name(n, ast.Load()) for n in candidates)], []))
         self.eqns.append(Eqn("", "assert", check, stmt.lineno, (self.env[name], *candidates),
                              False, self.where))
+
     def _call_statement(self, stmt, call):
         """A call made for its effect: print and logging run in the forward sweep, as
         written, and are not differentiated; other effects are refused, each saying why."""
