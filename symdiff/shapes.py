@@ -335,7 +335,9 @@ def _eqn(eqn: Eqn, found, functions, np_alias, known=None) -> Sources:
                 and statics.get("keepdims", "False") == "False":
             return frozenset()
         return own
-    if eqn.kind not in ("elementwise", "stop_gradient"):  # stop_gradient(v) is v when run
+    # stop_gradient(v) is v when run; a constant's arithmetic (-K, K * K) is NumPy's too
+    # (what _expr cannot read, a mask or a shape, is its own source).
+    if eqn.kind not in ("elementwise", "stop_gradient", "const"):
         return own
     try:
         return _expr(eqn.code, found, functions, np_alias, known or {})

@@ -550,3 +550,59 @@ def test_float16_is_differentiated_in_float32_and_returned_as_float16():
     assert out.dtype == np.float16
     np.testing.assert_allclose(out, [120.0, 0.003], rtol=1e-3)
     assert type(grad(f)(np.float16(200.0))) is np.float16
+
+
+NEGATED = load("""
+import numpy as np
+
+def times_negated(x, K):
+    return np.sum(x * (-K))
+
+def negated_first(x, K):
+    return np.sum(-K * x)
+
+def negated_square(x, K):
+    return np.sum(x * -(K * K))
+
+def over_negated(x, K):
+    return np.sum(x / -K)
+
+def tanh_of_negated(x, K):
+    return np.sum(np.tanh(x * -K))
+
+def exp_of_negated(x, K):
+    return np.sum(np.exp(x * (-K)) + K * x)
+
+def cubed_in_parts(x, K):
+    return np.sum(K * K * x * K)
+""")
+
+NARROW_INTEGERS = [np.array([200, 100], np.uint8), np.array([-128, 5], np.int8),
+                   np.array([2, 3], np.uint16), np.array([2, 3], np.uint32),
+                   np.array([2, 3], np.uint64), np.array([2, 3]), np.array([0.25, 3.0]), 3]
+
+
+def _against_central_differences(f, x, *rest):
+    """The gradient in x of f(x, *rest) against central differences, with the other
+    arguments as they are (numeric_grad would make an integer array float64)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = grad(f)(x, *rest)
+        expected = numeric_grad(lambda v: f(v, *rest), [x], 0)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+# -K of uint8 K is 256 - K, and of int8 -128 is -128, as the function computes it: the
+# derivatives read -K as computed, not -1 times a float copy of K (bugs found in review 11)
+@pytest.mark.parametrize("name", ["times_negated", "negated_first", "negated_square",
+                                  "over_negated", "cubed_in_parts"])
+@pytest.mark.parametrize("K", NARROW_INTEGERS, ids=str)
+def test_a_negated_integer_is_read_as_the_function_computes_it(name, K):
+    _against_central_differences(getattr(NEGATED, name), np.array([1.5, -2.0]), K)
+
+
+@pytest.mark.parametrize("name", ["tanh_of_negated", "exp_of_negated"])
+@pytest.mark.parametrize("K", [np.array([255, 254], np.uint8), np.array([-128, 1], np.int8)],
+                         ids=str)
+def test_a_negated_integer_inside_a_function(name, K):
+    _against_central_differences(getattr(NEGATED, name), np.array([0.015, -0.02]), K)
