@@ -253,6 +253,11 @@ def _sample(kind):
             if any(m is _NONE for m in made):
                 return _NONE
             return made if isinstance(kind, K.List) else tuple(made)
+        case K.Dict(keys=keys, items=items):
+            made = [_sample(k) for k in items]
+            if any(m is _NONE for m in made):
+                return _NONE
+            return dict(zip(keys, made, strict=True))
     return _NONE
 
 
