@@ -62,8 +62,6 @@ def by_value(eqn: Eqn, a: str, partial):
     return k * symbol(eqn.out) / x
 
 
-
-
 def whole_floats(expr):
     """1.0*x -> x, 2.0*x -> 2*x: the same float64 values, easier to read."""
     whole = {f: sp.Integer(int(f)) for f in expr.atoms(sp.Float) if f == int(f)}

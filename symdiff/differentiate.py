@@ -29,6 +29,7 @@ import sympy as sp
 from . import kinds as K
 from .algebra import SumDown, by_value, cse, in_place, whole_floats
 from .control import Control, _mark_active, _reaching, _Scope
+from .errors import SymdiffError
 from .floats import Floats, _float_dtype
 from .ir import IR, Eqn, If, Names, symbol
 from .program import Line, Program, _fold_settles
@@ -54,6 +55,7 @@ class _Differentiator(Control, Floats):
         self.arrays = self.facts.arrays
         self.dtype = _float_dtype(ir)
         self.temp_kinds: dict[str, object] = {}  # hoisted parts of expressions: their kinds
+        self.constant_parts: set[str] = set()  # of those, the ones without gradient
         _mark_active(ir.eqns, self.active)
         # Only what reaches the result gets an adjoint: dead code's local derivative may be
         # nan or inf at the point (np.std of equal entries), and 0 * nan is nan.
@@ -207,6 +209,7 @@ class _Differentiator(Control, Floats):
             lines.extend(group)
 
     def _elementwise(self, eqn: Eqn, scope, group):
+        self._refuse_list_arithmetic(eqn)
         # The seed is exactly 1 until something else flows into the result: fold it; so is
         # each entry of a sum's adjoint then (np.sum(v) with v's adjoint all ones), and of a
         # mean's, 1/size. (Only where the operands' shapes are known to make v's.)
@@ -247,6 +250,8 @@ class _Differentiator(Control, Floats):
                 self.names.taken.discard(name)
                 continue
             calls[id(node)] = name
+            if not any(isinstance(n, ast.Name) and n.id in self.active for n in ast.walk(node)):
+                self.constant_parts.add(name)  # (np.abs(K) of uint8 K: maybe any kind)
             partials = replaced
         self.hoisted[id(eqn)] = calls
         kept = [(a, dv * p) for a, p in zip(targets, partials, strict=True) if p != 0]
@@ -291,6 +296,28 @@ class _Differentiator(Control, Floats):
             self._accumulate(a, c, scope, group, eqn.where, like,
                              out_shape if like == a else None, exact=eqn.out in self.unit,
                              owned=owned and c == dv)
+
+    def _refuse_list_arithmetic(self, eqn: Eqn):
+        """2 * l and l + l of a list repeat and join it, where SymPy's image reads them as
+        arithmetic: refused where l depends on the differentiated inputs (where it does
+        not, the gradient reads the value the function computed)."""
+        for node in ast.walk(eqn.code):
+            if not isinstance(node, ast.BinOp) or not isinstance(
+                    self.facts.kind_of(node), (K.List, K.Tuple)) or not any(
+                    isinstance(n, ast.Name) and n.id in self.active for n in ast.walk(node)):
+                continue
+            # (the caret at the user's own operation: of that operator on that line, the one
+            # with the same literal operands, the innermost)
+            written = [n for n in ast.walk(self.ir.parsed.node) if isinstance(n, ast.BinOp)
+                       and n.lineno == eqn.line and type(n.op) is type(node.op)]
+            at = max(written, default=ast.Pass(lineno=eqn.line, col_offset=0), key=lambda n: (
+                sum(isinstance(a, ast.Constant) and ast.dump(a) == ast.dump(b)
+                    for a, b in ((n.left, node.left), (n.right, node.right))),
+                written.index(n)))
+            raise SymdiffError(problems=(self.ir.parsed.source.problem(
+                at, "this repeats or joins a list that depends on the differentiated inputs "
+                "(list arithmetic), which symdiff does not differentiate",
+                "np.tile(l, n) to repeat it, np.concatenate([a, b]) to join them"),))
 
     def _part(self, expr, node):
         """For a part of an expression without gradient, of a kind that derivatives must

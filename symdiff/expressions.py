@@ -162,6 +162,7 @@ class Expressions:
             v = self._shallow(v, n.operand)
             v = Val(-v.expr if isinstance(n.op, ast.USub) else v.expr,
                     ast.UnaryOp(n.op, v.code), v.calls, depth=v.depth + 1)
+            v = self._without_gradient(v)
         return v
 
     def _binop(self, node) -> Val:
@@ -216,13 +217,27 @@ class Expressions:
                           "+ - * / ** // % @")
         code = ast.BinOp(left.code, node.op, right.code)
         calls = left.calls + right.calls
-        if isinstance(node.op, ast.Pow) and not b.is_Number or _compound(expr) or \
-                expr.free_symbols and not set(names_in(code)) & self.active:
+        if isinstance(node.op, ast.Pow) and not b.is_Number or _compound(expr):
             # Parts the derivative may need again (x**y for x**y*log(x), e + x*y for
-            # cos(e + x*y)): the backward sweep reuses them if it does. So may it a part
-            # without gradient (K * K, b + b, 2 * l): as the function computed it.
+            # cos(e + x*y)): the backward sweep reuses them if it does.
             calls.append((expr, code))
-        return Val(expr, code, calls, depth=max(left.depth, right.depth) + 1)
+        return self._without_gradient(Val(expr, code, calls,
+                                          depth=max(left.depth, right.depth) + 1))
+
+    def _without_gradient(self, val: Val) -> Val:
+        """``val``, or a value of its own where it depends on no differentiated input: the
+        derivatives read it as the function computed it, not as SymPy's algebra would
+        recompute it on floats (-K of uint8 K is 256 - K, K * K wraps, -128 of int8 stays
+        -128, b + b of masks is a logical or, 2 * l of a list repeats it)."""
+        if not val.expr.free_symbols or set(names_in(val.code)) & self.active or \
+                _float_valued(val.code):
+            return val
+        out = self.names.fresh("_t", numbered=True)
+        self.bound.add(out)
+        self.temps.add(out)
+        self.eqns.append(Eqn(out, "const", val.code, self.line, self._inputs(val.code),
+                             False, self.where))
+        return Val(symbol(out), ast.Name(out, ast.Load()))
 
     def _inactive(self, node) -> bool:
         """Whether ``node`` is a local name, or an attribute of one (self.W), that does not
@@ -301,6 +316,14 @@ def _boolean(node) -> bool:
 def _compound(expr) -> bool:
     """An expression of two operations or more: worth computing once, not twice."""
     return not expr.is_Atom and any(not a.is_Atom for a in expr.args)
+
+
+def _float_valued(code) -> bool:
+    """An operation whose value is a float whatever numbers it takes, as SymPy's image
+    says: a true division, or arithmetic with a float literal (s * 0.5)."""
+    return isinstance(code, ast.BinOp) and (isinstance(code.op, ast.Div) or isinstance(
+        code.op, (ast.Add, ast.Sub, ast.Mult)) and any(
+        isinstance(o, ast.Constant) and type(o.value) is float for o in (code.left, code.right)))
 
 
 def names_in(code) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ import numpy as np
 import sympy as sp
 
 from . import kinds as K
-from .ir import IR, symbol
+from .ir import IR, Eqn, If, symbol
 from .program import Block, Line, _flat, _loads, _rename
 from .rules import call
 
@@ -44,12 +44,15 @@ class Floats:
         def known(n):
             return self.facts.kind(n) if n in self.facts.kinds else self.temp_kinds.get(n)
 
+        # (a value computed from the differentiated inputs is of their float)
+        made_here = _bound(self.ir.eqns) - self.active | self.constant_parts
+
         def fine(n) -> bool:  # read by the derivatives as it is
             k = known(n)
             if isinstance(k, K.Number):
                 return True  # Python's numbers do not wrap, nor repeat
-            if k is None:
-                return n not in params and n not in data  # made here: as the function made it
+            if k is None:  # the sweep's own values are floats; the function's may be
+                return n not in params and n not in data and n not in made_here  # anything
             return isinstance(k, K.Array) and k.floating and \
                 np.dtype(k.dtype).itemsize >= np.dtype(self.dtype).itemsize
         # (a float32 parameter's copy has another name: its gradient is a float32 too)
@@ -109,6 +112,21 @@ class Floats:
                 folded = _rename([line], floats)
             out.extend(folded)
         return out
+
+
+def _bound(items) -> set[str]:
+    """Every name the function's statements bind, in its branches and loops too."""
+    names = set()
+    for item in items:
+        if isinstance(item, Eqn):
+            names.add(item.out)
+        elif isinstance(item, If):
+            names |= _bound(item.then) | _bound(item.orelse) | {m for m, _, _ in item.phis}
+        else:
+            names |= _bound(item.body) | {p for p, _, _ in item.carried}
+            if item.target:
+                names.add(item.target)
+    return names
 
 
 def _float_dtype(ir: IR) -> str:

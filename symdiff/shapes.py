@@ -253,6 +253,11 @@ def _sample(kind):
             if any(m is _NONE for m in made):
                 return _NONE
             return made if isinstance(kind, K.List) else tuple(made)
+        case K.Dict(keys=keys, items=items):
+            made = [_sample(k) for k in items]
+            if any(m is _NONE for m in made):
+                return _NONE
+            return dict(zip(keys, made, strict=True))
     return _NONE
 
 
@@ -335,7 +340,9 @@ def _eqn(eqn: Eqn, found, functions, np_alias, known=None) -> Sources:
                 and statics.get("keepdims", "False") == "False":
             return frozenset()
         return own
-    if eqn.kind not in ("elementwise", "stop_gradient"):  # stop_gradient(v) is v when run
+    # stop_gradient(v) is v when run; a constant's arithmetic (-K, K * K) is NumPy's too
+    # (what _expr cannot read, a mask or a shape, is its own source).
+    if eqn.kind not in ("elementwise", "stop_gradient", "const"):
         return own
     try:
         return _expr(eqn.code, found, functions, np_alias, known or {})

@@ -160,7 +160,6 @@ class Loader:
         self.read(spec.origin, source, tree, name, search=spec.submodule_search_locations)
         return self.by_file[real]
 
-
     def imported(self) -> dict[str, types.ModuleType]:
         """The modules imported already, by the real path of their file."""
         if self._imported is None:

@@ -125,7 +125,6 @@ def test_a_helper_rebound_on_its_class_rebuilds(tmp_path, monkeypatch):
     g = grad(mod.f, wrt=(0, 1))
     assert g(0.5, 2.0) == pytest.approx(expected())
 
-
     def cubed(u):
         return u ** 3
 

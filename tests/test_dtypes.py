@@ -550,3 +550,185 @@ def test_float16_is_differentiated_in_float32_and_returned_as_float16():
     assert out.dtype == np.float16
     np.testing.assert_allclose(out, [120.0, 0.003], rtol=1e-3)
     assert type(grad(f)(np.float16(200.0))) is np.float16
+
+
+NEGATED = load("""
+import numpy as np
+
+def times_negated(x, K):
+    return np.sum(x * (-K))
+
+def negated_first(x, K):
+    return np.sum(-K * x)
+
+def negated_square(x, K):
+    return np.sum(x * -(K * K))
+
+def over_negated(x, K):
+    return np.sum(x / -K)
+
+def tanh_of_negated(x, K):
+    return np.sum(np.tanh(x * -K))
+
+def exp_of_negated(x, K):
+    return np.sum(np.exp(x * (-K)) + K * x)
+
+def cubed_in_parts(x, K):
+    return np.sum(K * K * x * K)
+""")
+
+NARROW_INTEGERS = [np.array([200, 100], np.uint8), np.array([-128, 5], np.int8),
+                   np.array([2, 3], np.uint16), np.array([2, 3], np.uint32),
+                   np.array([2, 3], np.uint64), np.array([2, 3]), np.array([0.25, 3.0]), 3]
+
+
+def _against_central_differences(f, x, *rest):
+    """The gradient in x of f(x, *rest) against central differences, with the other
+    arguments as they are (numeric_grad would make an integer array float64)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = grad(f)(x, *rest)
+        expected = numeric_grad(lambda v: f(v, *rest), [x], 0)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+# -K of uint8 K is 256 - K, and of int8 -128 is -128, as the function computes it: the
+# derivatives read -K as computed, not -1 times a float copy of K (bugs found in review 11)
+@pytest.mark.parametrize("name", ["times_negated", "negated_first", "negated_square",
+                                  "over_negated", "cubed_in_parts"])
+@pytest.mark.parametrize("K", NARROW_INTEGERS, ids=str)
+def test_a_negated_integer_is_read_as_the_function_computes_it(name, K):
+    _against_central_differences(getattr(NEGATED, name), np.array([1.5, -2.0]), K)
+
+
+@pytest.mark.parametrize("name", ["tanh_of_negated", "exp_of_negated"])
+@pytest.mark.parametrize("K", [np.array([255, 254], np.uint8), np.array([-128, 1], np.int8)],
+                         ids=str)
+def test_a_negated_integer_inside_a_function(name, K):
+    _against_central_differences(getattr(NEGATED, name), np.array([0.015, -0.02]), K)
+
+
+UNKNOWN = load("""
+import numpy as np
+from symdiff import stop_gradient
+
+CFG = {"s": np.uint8(200)}
+S = np.uint8(200)
+
+def attribute(x, cfg):
+    return np.sum(cfg.s * x * x)
+
+def dict_item(x, d):
+    return np.sum(d["s"] * x * x)
+
+def module_dict_item(x):
+    return np.sum(CFG["s"] * x * x)
+
+def module_data_stopped(x):
+    return np.sum(stop_gradient(S) * x * x)
+
+def branch(x, c):
+    s = S if c else 1.0
+    return np.sum(s * x * x)
+
+def absolute(x, cfg):
+    return np.sum(x * np.abs(cfg.s) * np.abs(cfg.s))
+
+class Model:
+    scale = np.uint8(200)
+
+    def __init__(self, s):
+        self.s = s
+
+    def loss(self, x):
+        return np.sum(self.s * x * x)
+
+    def class_scale(self, x):
+        return np.sum(self.scale * x * x)
+""")
+
+
+# Values whose kind the build does not know (attributes, dict items, module data read
+# through stop_gradient or a branch) are made floats where the derivatives read them:
+# 2 * s * x in s's uint8 wrapped, in float16 overflowed (bugs found in review 11)
+@pytest.mark.parametrize("s", [np.uint8(200), np.float16(40000), np.float32(3e38),
+                               np.array([200, 3], np.uint8), 2.5], ids=repr)
+@pytest.mark.parametrize("name", ["attribute", "dict_item", "loss", "absolute"])
+def test_a_value_of_a_kind_not_known_is_read_as_a_float(name, s):
+    import types
+
+    x = np.array([1.5, -2.0])
+    f = {"attribute": lambda x: UNKNOWN.attribute(x, types.SimpleNamespace(s=s)),
+         "absolute": lambda x: UNKNOWN.absolute(x, types.SimpleNamespace(s=s)),
+         "dict_item": lambda x: UNKNOWN.dict_item(x, {"s": s}),
+         "loss": UNKNOWN.Model(s).loss}[name]
+    g = {"attribute": lambda x: grad(UNKNOWN.attribute)(x, types.SimpleNamespace(s=s)),
+         "absolute": lambda x: grad(UNKNOWN.absolute)(x, types.SimpleNamespace(s=s)),
+         "dict_item": lambda x: grad(UNKNOWN.dict_item)(x, {"s": s}),
+         "loss": grad(UNKNOWN.Model(s).loss)}[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wide = np.asarray(s, np.float64)
+        expected = wide * wide + 0 * x if name == "absolute" else 2 * wide * x
+        assert numeric_grad(f, [x], 0) == pytest.approx(expected, rel=1e-5) or \
+            not np.all(np.isfinite(expected * expected))
+        np.testing.assert_allclose(g(x), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["module_dict_item", "module_data_stopped", "branch",
+                                  "class_scale"])
+def test_module_and_class_data_of_a_kind_not_known_is_read_as_a_float(name):
+    x = np.array([1.5, -2.0])
+    args = {"branch": (True,), "class_scale": ()}.get(name, ())
+    f = getattr(UNKNOWN.Model(1.0), name) if name == "class_scale" else getattr(UNKNOWN, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(grad(f)(x, *args), [600.0, -800.0])
+        np.testing.assert_allclose(numeric_grad(lambda v: f(v, *args), [x], 0),
+                                   [600.0, -800.0], rtol=1e-6)
+
+
+LISTED = load("""
+import numpy as np
+
+def slice_repeated(x, l):
+    return np.sum(x * (l[:1] * 4))
+
+def slices_joined(x, l):
+    return np.sum(x * (l[1:] + l[1:]))
+
+def repeated(x, l):
+    return np.sum(x * (2 * l))
+
+def tiled(x, l):
+    return np.sum(x * np.tile(l[:1], 4))
+""")
+
+
+# A slice of a list is a list: l[:1] * 4 repeats it, l[1:] + l[1:] joins (bugs found in
+# review 11: the gradient read them as arithmetic)
+@pytest.mark.parametrize("name, x", [("slice_repeated", [0.5, -1.0, 2.0, 3.0]),
+                                     ("slices_joined", [0.5, -1.0]),
+                                     ("repeated", [0.5, -1.0, 2.0, 3.0])])
+def test_list_arithmetic_on_a_list_not_differentiated(name, x):
+    f = getattr(LISTED, name)
+    check_grad(f, (np.array(x), [1.0, 2.0]))
+
+
+@pytest.mark.parametrize("name", ["slice_repeated", "slices_joined", "repeated"])
+def test_list_arithmetic_on_a_differentiated_list_is_refused(name):
+    f = getattr(LISTED, name)
+    x = np.ones(2 if name == "slices_joined" else 4)
+    with pytest.raises(SymdiffError) as e:
+        grad(f, wrt=1)(x, [1.0, 2.0])
+    problem = e.value.problems[0]
+    assert problem.message == (
+        "this repeats or joins a list that depends on the differentiated inputs (list "
+        "arithmetic), which symdiff does not differentiate")
+    assert problem.hint == "np.tile(l, n) to repeat it, np.concatenate([a, b]) to join them"
+    assert problem.col == 24 and problem.source_line.strip().startswith("return")
+
+
+def test_a_list_repeated_by_np_tile_is_differentiated():
+    x = np.array([0.5, -1.0, 2.0, 3.0])
+    np.testing.assert_allclose(grad(LISTED.tiled, wrt=1)(x, [1.0, 2.0]), [4.5, 0.0])
