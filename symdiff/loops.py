@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 
 from . import containers
+from . import kinds as K
 from .exits import ExitError, break_flag, single_exit
 from .expressions import describe
 from .ir import Loop
@@ -65,8 +66,8 @@ class Loops:
             self.eqns = []
             self.depth += 1
             try:
-                for name, index_of in prologue:
-                    self._bind(name, self._expr(index_of), index_of)
+                for bound, value in prologue:
+                    self._assign(bound, value)
                 self._statements(body)
             finally:
                 self.depth -= 1
@@ -126,6 +127,15 @@ class Loops:
             if not isinstance(target, ast.Name):
                 self.fail(target, "a range loop binds one name", "for i in range(n):")
             return self._constant_code(it), (target.id, self._bound_ssa(target.id)), []
+        if self._as_written(it, fn):
+            # Iterating a dict gives its keys, a set or an iterator has no positions: the loop
+            # runs over the value as written, its items values without gradient.
+            if isinstance(target, ast.Name):
+                return self._constant_code(it), (target.id, self._bound_ssa(target.id)), []
+            self.counter += 1
+            key = f"<k{self.counter}>"
+            return (self._constant_code(it), (key, self.names.fresh("_k", numbered=True)),
+                    [(target, ast.copy_location(ast.Name(key, ast.Load()), target))])
         if fn is enumerate:
             if len(it.args) != 1 or it.keywords or not (
                     isinstance(target, ast.Tuple) and len(target.elts) == 2
@@ -135,7 +145,7 @@ class Loops:
             index, row = target.elts
             array = self._iterable(it.args[0])
             return (_range_len([self.env[array]]), (index.id, self._bound_ssa(index.id)),
-                    [(row.id, _index_node(array, index.id, it))])
+                    [(row, _index_node(array, index.id, it))])
         self.counter += 1
         key = f"<k{self.counter}>"
         k = (key, self.names.fresh("_k", numbered=True))
@@ -155,12 +165,47 @@ class Loops:
                     ast.Name(self.env[a], ast.Load()) for a in arrays],
                     [ast.keyword("strict", flag)])]
             return (header, k,
-                    [(t.id, _index_node(a, key, it)) for t, a in zip(target.elts, arrays,
-                                                                     strict=True)])
-        if not isinstance(target, ast.Name):
-            self.fail(target, "a loop over an array binds one name", "for row in X:")
+                    [(t, _index_node(a, key, it)) for t, a in zip(target.elts, arrays,
+                                                                  strict=True)])
+        # for W, b in pairs: each item unpacked as an assignment unpacks it.
         array = self._iterable(it)
-        return _range_len([self.env[array]]), k, [(target.id, _index_node(array, key, it))]
+        return _range_len([self.env[array]]), k, [(target, _index_node(array, key, it))]
+
+    def _as_written(self, it, fn) -> bool:
+        """Whether a for loop runs over ``it`` (or each of enumerate's and zip's arguments)
+        as written rather than by position: where one is a value without gradient whose
+        parameter's kind is not an array, a list or a tuple (a dict, a set, an iterator)."""
+        args = it.args if fn in (enumerate, zip) else [it]
+        found = [(a, self._kind_of(a)) for a in args]
+        other = [(a, k) for a, k in found if k is not None and not isinstance(
+            k, (K.Array, K.List, K.Tuple, K.Number))]
+        if not other:
+            return False
+        for a in args:
+            if any(isinstance(n, ast.Name) and self.env.get(n.id) in self.active
+                   for n in ast.walk(a)):
+                node, kind = other[0]
+                what = "a dict" if isinstance(kind, K.Dict) else "a string" if \
+                    kind == K.Other("str") else kind.what if isinstance(kind, K.Other) and \
+                    kind.what.startswith("a ") else "an iterable of another type"
+                self.fail(a, f"{ast.unparse(a)} is differentiated, and zipped here with "
+                          f"{ast.unparse(node)}, {what}, which symdiff loops over as "
+                          "written, not by position",
+                          f"index the array by a counter: for i, k in enumerate("
+                          f"{ast.unparse(node)}): ... {ast.unparse(a)}[i]")
+        return True
+
+    def _kind_of(self, node):
+        """The kind of a parameter that ``node`` names (through other names bound to
+        it), if the gradient is specialised on it; else None."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("keys", "values", "items") and not node.args and \
+                isinstance(self._kind_of(node.func.value), K.Dict):
+            return K.Other(f"a dict's {node.func.attr}()")
+        if not isinstance(node, ast.Name) or node.id not in self.env:
+            return None
+        found = {self.kinds.get(r) for r in self._roots(self.env[node.id])}
+        return found.pop() if len(found) == 1 else None
 
     def _iterable(self, node) -> str:
         """The name of an array a loop runs over (evaluated once, before the loop)."""
