@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from . import containers
 from . import kinds as K
 from .exits import ExitError, break_flag, single_exit
 from .expressions import describe
 from .ir import Loop
-from .parse import scoped_walk
+from .parse import MISSING, scoped_walk
 
 
 class Loops:
@@ -202,8 +204,24 @@ class Loops:
                 node.func.attr in ("keys", "values", "items") and not node.args and \
                 isinstance(self._kind_of(node.func.value), K.Dict):
             return K.Other(f"a dict's {node.func.attr}()")
-        if not isinstance(node, ast.Name) or node.id not in self.env:
+        if isinstance(node, ast.Call) and self._callee(node) in _RUN_AS_WRITTEN and any(
+                k is not None and not isinstance(k, (K.Array, K.List, K.Tuple, K.Number))
+                for k in map(self._kind_of, node.args)):
+            return K.Other("object")  # sorted(d), list(d): d's keys
+        if isinstance(node, ast.Attribute):
+            # self.table: an attribute of an object (as self is), read when the gradient runs.
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            return K.Other("object") if isinstance(self._kind_of(root), K.Other) else None
+        if not isinstance(node, ast.Name):
             return None
+        if node.id not in self.env:
+            # A module's or a closure's value, read when the gradient runs: an array is
+            # looped over by position, anything else as written.
+            found = self.parsed.namespace.lookup(node.id)
+            return None if found is MISSING or isinstance(found, np.ndarray) or callable(
+                found) else K.Other("object")
         found = {self.kinds.get(r) for r in self._roots(self.env[node.id])}
         return found.pop() if len(found) == 1 else None
 
@@ -223,6 +241,10 @@ class Loops:
         if isinstance(call.func, ast.Name) and call.func.id not in self.env:
             return self.parsed.namespace.lookup(call.func.id)
         return None
+
+
+# Builtins that make a sequence of what they iterate: over a dict, its keys.
+_RUN_AS_WRITTEN = (sorted, list, tuple, set, frozenset, reversed, iter)
 
 
 def _target_names(stmt) -> set[str]:

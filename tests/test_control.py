@@ -2604,6 +2604,41 @@ def indexed_by_counter(X, d):
     for i, k in enumerate(d):
         t = t + np.sum(X[i] * k)
     return t
+
+def sorted_keys(x, d):
+    t = 0.0
+    for i, k in enumerate(sorted(d)):
+        t = t + np.sum(np.sin(x * k)) * i
+    return t
+
+TABLE = {0: 5.0, 1: 7.0}
+NUMBERS = {2.0, 3.0}
+
+def global_table(x):
+    t = 0.0
+    for k in TABLE:
+        t = t + np.sum(x * k)
+    for k in NUMBERS:
+        t = t + np.sum(x ** 2 * k)
+    return t
+
+def closure_over(d):
+    def f(x):
+        t = 0.0
+        for k in d:
+            t = t + np.sum(x * k)
+        return t
+    return f
+
+class Table:
+    def __init__(self, d):
+        self.d = d
+
+    def loss(self, x):
+        t = 0.0
+        for k in self.d:
+            t = t + np.sum(x * k)
+        return t
 """)
 
 X2 = np.array([0.5, -1.0])
@@ -2621,6 +2656,9 @@ X2 = np.array([0.5, -1.0])
     (DATA_LOOPS.pairs, (X2, [(np.eye(2), 1.0), (np.ones((2, 2)), np.array([0.5, 2.0]))])),
     (DATA_LOOPS.unpacked_rows, (np.array([[1.0, 2.0], [3.0, 4.0]]), 2.0)),
     (DATA_LOOPS.indexed_by_counter, (np.array([[1.0, 2.0], [3.0, 4.0]]), {2.0: 0, 3.0: 1})),
+    (DATA_LOOPS.sorted_keys, (X2, {3.0: 5.0, 1.0: 7.0, 2.0: 0.0})),
+    (DATA_LOOPS.global_table, (X2,)), (DATA_LOOPS.closure_over({0: 5.0, 1: 7.0}), (X2,)),
+    (DATA_LOOPS.Table({0: 5.0, 1: 7.0}).loss, (X2,)),
 ], ids=lambda a: getattr(a, "__name__", ""))
 def test_a_loop_over_a_value_without_gradient_runs_as_python_runs_it(f, args):
     wrt = (0, 1) if f is DATA_LOOPS.unpacked_rows else (0,)
