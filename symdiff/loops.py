@@ -222,8 +222,33 @@ class Loops:
             found = self.parsed.namespace.lookup(node.id)
             return None if found is MISSING or isinstance(found, np.ndarray) or callable(
                 found) else K.Other("object")
-        found = {self.kinds.get(r) for r in self._roots(self.env[node.id])}
-        return found.pop() if len(found) == 1 else None
+        found = set()
+        for origin in self._origins(self.env[node.id]):
+            kind = self.kinds.get(origin)
+            if kind is None and origin not in self.active:
+                # Made in the function (p["a"], self.d, a helper's result): any object.
+                kind = K.Other("object")
+            found.add(kind)
+        others = [k for k in found if k is not None and not isinstance(
+            k, (K.Array, K.List, K.Tuple, K.Number))]
+        return others[0] if others else found.pop() if len(found) == 1 else None
+
+    def _origins(self, ssa) -> set[str]:
+        """The values ``ssa`` may hold: through names bound to others, branches' and
+        loops' merges."""
+        out, todo, seen = set(), [ssa], set()
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in self.maybe:
+                todo.extend(self.maybe[n])
+            elif n in self.alias and self.alias[n] != n:
+                todo.append(self.alias[n])
+            else:
+                out.add(n)
+        return out
 
     def _iterable(self, node) -> str:
         """The name of an array a loop runs over (evaluated once, before the loop)."""

@@ -2639,6 +2639,37 @@ class Table:
         for k in self.d:
             t = t + np.sum(x * k)
         return t
+
+    def bound_first(self, x):
+        e = self.d
+        t = 0.0
+        for k in e:
+            t = t + np.sum(x * k)
+        return t
+
+def through_branches(x, d, c):
+    if c > 0:
+        e = d
+    else:
+        e = d
+    t = 0.0
+    for k in e:
+        t = t + np.sum(x * k)
+    return t
+
+def item_of(x, p):
+    e = p["a"]
+    t = 0.0
+    for k in e:
+        t = t + np.sum(x * k) * p["b"][k]
+    return t
+
+def rows_of_a_product(w: float, X):
+    Y = X * 2
+    t = 0.0
+    for r in Y:
+        t = t + np.sum(w * r)
+    return t
 """)
 
 X2 = np.array([0.5, -1.0])
@@ -2659,6 +2690,11 @@ X2 = np.array([0.5, -1.0])
     (DATA_LOOPS.sorted_keys, (X2, {3.0: 5.0, 1.0: 7.0, 2.0: 0.0})),
     (DATA_LOOPS.global_table, (X2,)), (DATA_LOOPS.closure_over({0: 5.0, 1: 7.0}), (X2,)),
     (DATA_LOOPS.Table({0: 5.0, 1: 7.0}).loss, (X2,)),
+    (DATA_LOOPS.Table({0: 5.0, 1: 7.0}).bound_first, (X2,)),
+    (DATA_LOOPS.through_branches, (X2, {0: 5.0, 1: 7.0}, 1.0)),
+    (DATA_LOOPS.item_of, (X2, {"a": {0: 5.0, 1: 7.0}, "b": [0.5, 2.0]})),
+    (DATA_LOOPS.item_of, (X2, {"a": (1, 0), "b": [0.5, 2.0]})),
+    (DATA_LOOPS.rows_of_a_product, (0.5, np.arange(6.0).reshape(3, 2))),
 ], ids=lambda a: getattr(a, "__name__", ""))
 def test_a_loop_over_a_value_without_gradient_runs_as_python_runs_it(f, args):
     wrt = (0, 1) if f is DATA_LOOPS.unpacked_rows else (0,)
@@ -2678,6 +2714,16 @@ def test_a_loop_over_an_iterator_or_a_generator_reads_it_once():
 def test_a_loop_over_a_dict_is_generated_as_written():
     source = grad(DATA_LOOPS.keys).source_for(X2, {0: 5.0})
     assert "    for k in d:\n" in source
+
+
+def test_a_row_of_an_array_of_any_ndim_is_not_taken_for_a_number():
+    # .source is the float64 specialisation, for arrays of any ndim: a row may be an array.
+    from symdiff.compile import compile_source
+
+    fn, _ = compile_source(grad(DATA_LOOPS.rows_of_a_product).source,
+                           "grad_rows_of_a_product", {}, "np")
+    X = np.arange(6.0).reshape(3, 2)
+    assert fn(0.5, X) == pytest.approx(2 * X.sum())
 
 
 def test_a_differentiated_array_zipped_with_a_dict_is_refused_where_it_is():
