@@ -129,7 +129,9 @@ class Loops:
             if not isinstance(target, ast.Name):
                 self.fail(target, "a range loop binds one name", "for i in range(n):")
             return self._constant_code(it), (target.id, self._bound_ssa(target.id)), []
-        if self._as_written(it, fn):
+        args = it.args if fn in (enumerate, zip) else [it]
+        written = [self._as_written(a) for a in args]
+        if written and all(written):
             # Iterating a dict gives its keys, a set or an iterator has no positions: the loop
             # runs over the value as written, its items values without gradient.
             if isinstance(target, ast.Name):
@@ -158,44 +160,45 @@ class Loops:
                     and all(isinstance(t, ast.Name) for t in target.elts)):
                 self.fail(it, "zip loops are supported in the form for a, b in zip(A, B)",
                           "for a, b in zip(A, B):")
-            arrays = [self._iterable(a) for a in it.args]
+            by_position = [(t, a) for t, a, w in zip(target.elts, it.args, written,
+                                                     strict=True) if not w]
+            arrays = [self._iterable(a) for _, a in by_position]
             header = _range_len([self.env[a] for a in arrays])
+            flag = self._constant_code(strict[0].value) if strict else None
             if strict:
                 # zip(..., strict=True) refuses unequal lengths: so does the generated loop.
-                flag = self._constant_code(strict[0].value)
                 header.args = [ast.Call(ast.Name("_zip_len", ast.Load()), [
                     ast.Name(self.env[a], ast.Load()) for a in arrays],
                     [ast.keyword("strict", flag)])]
-            return (header, k,
-                    [(t, _index_node(a, key, it)) for t, a in zip(target.elts, arrays,
-                                                                  strict=True)])
+            if not any(written):
+                return (header, k, [(t, _index_node(a, key, it))
+                                    for (t, _), a in zip(by_position, arrays, strict=True)])
+            # zip(X, d): the arrays by position, beside the others as written.
+            index = f"<i{self.counter}>"
+            header = ast.Call(ast.Name("zip", ast.Load()), [header] + [
+                self._constant_code(a) for a, w in zip(it.args, written, strict=True) if w],
+                [ast.keyword("strict", flag)] if strict else [])
+            names = [ast.Name(index, ast.Store())] + [
+                t for t, w in zip(target.elts, written, strict=True) if w]
+            unpacked = ast.Tuple(names, ast.Store())
+            for node in ast.walk(unpacked):
+                ast.copy_location(node, target)
+            return header, k, [(unpacked, ast.copy_location(ast.Name(key, ast.Load()), target))
+                               ] + [(t, _index_node(a, index, it))
+                                    for (t, _), a in zip(by_position, arrays, strict=True)]
         # for W, b in pairs: each item unpacked as an assignment unpacks it.
         array = self._iterable(it)
         return _range_len([self.env[array]]), k, [(target, _index_node(array, key, it))]
 
-    def _as_written(self, it, fn) -> bool:
-        """Whether a for loop runs over ``it`` (or each of enumerate's and zip's arguments)
-        as written rather than by position: where one is a value without gradient whose
-        parameter's kind is not an array, a list or a tuple (a dict, a set, an iterator)."""
-        args = it.args if fn in (enumerate, zip) else [it]
-        found = [(a, self._kind_of(a)) for a in args]
-        other = [(a, k) for a, k in found if k is not None and not isinstance(
-            k, (K.Array, K.List, K.Tuple, K.Number))]
-        if not other:
+    def _as_written(self, node) -> bool:
+        """Whether a for loop runs over ``node`` as written rather than by position: a value
+        without gradient that may be something else than an array, a list or a tuple (a
+        dict, a set, an iterator: see ``_kind_of``)."""
+        if any(isinstance(n, ast.Name) and self.env.get(n.id) in self.active
+               for n in ast.walk(node)):
             return False
-        for a in args:
-            if any(isinstance(n, ast.Name) and self.env.get(n.id) in self.active
-                   for n in ast.walk(a)):
-                node, kind = other[0]
-                what = "a dict" if isinstance(kind, K.Dict) else "a string" if \
-                    kind == K.Other("str") else kind.what if isinstance(kind, K.Other) and \
-                    kind.what.startswith("a ") else "an iterable of another type"
-                self.fail(a, f"{ast.unparse(a)} is differentiated, and zipped here with "
-                          f"{ast.unparse(node)}, {what}, which symdiff loops over as "
-                          "written, not by position",
-                          f"index the array by a counter: for i, k in enumerate("
-                          f"{ast.unparse(node)}): ... {ast.unparse(a)}[i]")
-        return True
+        kind = self._kind_of(node)
+        return kind is not None and not isinstance(kind, (K.Array, K.List, K.Tuple, K.Number))
 
     def _kind_of(self, node):
         """The kind of a parameter that ``node`` names (through other names bound to
