@@ -316,6 +316,15 @@ def static(low, node):
     return _MISSING
 
 
+def remember(low, name, value):
+    """``n = len(ws)``: where a container is differentiated, a name bound to a number
+    known when building is known by it too (``range(n)``, ``ws[n - 1]``)."""
+    if low.trees and name in low.env:
+        known = static(low, value)
+        if type(known) is int:
+            low.known[low.env[name]] = known
+
+
 _ARITHMETIC = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
                ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b}
 

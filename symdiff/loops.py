@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from . import containers
+from . import kinds as K
 from .exits import ExitError, break_flag, single_exit
 from .expressions import describe
 from .ir import Loop
-from .parse import scoped_walk
+from .parse import MISSING, scoped_walk
 
 
 class Loops:
@@ -65,8 +68,8 @@ class Loops:
             self.eqns = []
             self.depth += 1
             try:
-                for name, index_of in prologue:
-                    self._bind(name, self._expr(index_of), index_of)
+                for bound, value in prologue:
+                    self._assign(bound, value)
                 self._statements(body)
             finally:
                 self.depth -= 1
@@ -126,6 +129,17 @@ class Loops:
             if not isinstance(target, ast.Name):
                 self.fail(target, "a range loop binds one name", "for i in range(n):")
             return self._constant_code(it), (target.id, self._bound_ssa(target.id)), []
+        args = it.args if fn in (enumerate, zip) else [it]
+        written = [self._as_written(a) for a in args]
+        if written and all(written):
+            # Iterating a dict gives its keys, a set or an iterator has no positions: the loop
+            # runs over the value as written, its items values without gradient.
+            if isinstance(target, ast.Name):
+                return self._constant_code(it), (target.id, self._bound_ssa(target.id)), []
+            self.counter += 1
+            key = f"<k{self.counter}>"
+            return (self._constant_code(it), (key, self.names.fresh("_k", numbered=True)),
+                    [(target, ast.copy_location(ast.Name(key, ast.Load()), target))])
         if fn is enumerate:
             if len(it.args) != 1 or it.keywords or not (
                     isinstance(target, ast.Tuple) and len(target.elts) == 2
@@ -135,7 +149,7 @@ class Loops:
             index, row = target.elts
             array = self._iterable(it.args[0])
             return (_range_len([self.env[array]]), (index.id, self._bound_ssa(index.id)),
-                    [(row.id, _index_node(array, index.id, it))])
+                    [(row, _index_node(array, index.id, it))])
         self.counter += 1
         key = f"<k{self.counter}>"
         k = (key, self.names.fresh("_k", numbered=True))
@@ -146,21 +160,98 @@ class Loops:
                     and all(isinstance(t, ast.Name) for t in target.elts)):
                 self.fail(it, "zip loops are supported in the form for a, b in zip(A, B)",
                           "for a, b in zip(A, B):")
-            arrays = [self._iterable(a) for a in it.args]
+            by_position = [(t, a) for t, a, w in zip(target.elts, it.args, written,
+                                                     strict=True) if not w]
+            arrays = [self._iterable(a) for _, a in by_position]
             header = _range_len([self.env[a] for a in arrays])
+            flag = self._constant_code(strict[0].value) if strict else None
             if strict:
                 # zip(..., strict=True) refuses unequal lengths: so does the generated loop.
-                flag = self._constant_code(strict[0].value)
                 header.args = [ast.Call(ast.Name("_zip_len", ast.Load()), [
                     ast.Name(self.env[a], ast.Load()) for a in arrays],
                     [ast.keyword("strict", flag)])]
-            return (header, k,
-                    [(t.id, _index_node(a, key, it)) for t, a in zip(target.elts, arrays,
-                                                                     strict=True)])
-        if not isinstance(target, ast.Name):
-            self.fail(target, "a loop over an array binds one name", "for row in X:")
+            if not any(written):
+                return (header, k, [(t, _index_node(a, key, it))
+                                    for (t, _), a in zip(by_position, arrays, strict=True)])
+            # zip(X, d): the arrays by position, beside the others as written.
+            index = f"<i{self.counter}>"
+            header = ast.Call(ast.Name("zip", ast.Load()), [header] + [
+                self._constant_code(a) for a, w in zip(it.args, written, strict=True) if w],
+                [ast.keyword("strict", flag)] if strict else [])
+            names = [ast.Name(index, ast.Store())] + [
+                t for t, w in zip(target.elts, written, strict=True) if w]
+            unpacked = ast.Tuple(names, ast.Store())
+            for node in ast.walk(unpacked):
+                ast.copy_location(node, target)
+            return header, k, [(unpacked, ast.copy_location(ast.Name(key, ast.Load()), target))
+                               ] + [(t, _index_node(a, index, it))
+                                    for (t, _), a in zip(by_position, arrays, strict=True)]
+        # for W, b in pairs: each item unpacked as an assignment unpacks it.
         array = self._iterable(it)
-        return _range_len([self.env[array]]), k, [(target.id, _index_node(array, key, it))]
+        return _range_len([self.env[array]]), k, [(target, _index_node(array, key, it))]
+
+    def _as_written(self, node) -> bool:
+        """Whether a for loop runs over ``node`` as written rather than by position: a value
+        without gradient that may be something else than an array, a list or a tuple (a
+        dict, a set, an iterator: see ``_kind_of``)."""
+        if any(isinstance(n, ast.Name) and self.env.get(n.id) in self.active
+               for n in ast.walk(node)):
+            return False
+        kind = self._kind_of(node)
+        return kind is not None and not isinstance(kind, (K.Array, K.List, K.Tuple, K.Number))
+
+    def _kind_of(self, node):
+        """The kind of a parameter that ``node`` names (through other names bound to
+        it), if the gradient is specialised on it; else None."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("keys", "values", "items") and not node.args and \
+                isinstance(self._kind_of(node.func.value), K.Dict):
+            return K.Other(f"a dict's {node.func.attr}()")
+        if isinstance(node, ast.Call) and self._callee(node) in _RUN_AS_WRITTEN and any(
+                k is not None and not isinstance(k, (K.Array, K.List, K.Tuple, K.Number))
+                for k in map(self._kind_of, node.args)):
+            return K.Other("object")  # sorted(d), list(d): d's keys
+        if isinstance(node, ast.Attribute):
+            # self.table: an attribute of an object (as self is), read when the gradient runs.
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            return K.Other("object") if isinstance(self._kind_of(root), K.Other) else None
+        if not isinstance(node, ast.Name):
+            return None
+        if node.id not in self.env:
+            # A module's or a closure's value, read when the gradient runs: an array is
+            # looped over by position, anything else as written.
+            found = self.parsed.namespace.lookup(node.id)
+            return None if found is MISSING or isinstance(found, np.ndarray) or callable(
+                found) else K.Other("object")
+        found = set()
+        for origin in self._origins(self.env[node.id]):
+            kind = self.kinds.get(origin)
+            if kind is None and origin not in self.active:
+                # Made in the function (p["a"], self.d, a helper's result): any object.
+                kind = K.Other("object")
+            found.add(kind)
+        others = [k for k in found if k is not None and not isinstance(
+            k, (K.Array, K.List, K.Tuple, K.Number))]
+        return others[0] if others else found.pop() if len(found) == 1 else None
+
+    def _origins(self, ssa) -> set[str]:
+        """The values ``ssa`` may hold: through names bound to others, branches' and
+        loops' merges."""
+        out, todo, seen = set(), [ssa], set()
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in self.maybe:
+                todo.extend(self.maybe[n])
+            elif n in self.alias and self.alias[n] != n:
+                todo.append(self.alias[n])
+            else:
+                out.add(n)
+        return out
 
     def _iterable(self, node) -> str:
         """The name of an array a loop runs over (evaluated once, before the loop)."""
@@ -178,6 +269,10 @@ class Loops:
         if isinstance(call.func, ast.Name) and call.func.id not in self.env:
             return self.parsed.namespace.lookup(call.func.id)
         return None
+
+
+# Builtins that make a sequence of what they iterate: over a dict, its keys.
+_RUN_AS_WRITTEN = (sorted, list, tuple, set, frozenset, reversed, iter)
 
 
 def _target_names(stmt) -> set[str]:

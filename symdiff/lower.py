@@ -91,6 +91,7 @@ class _Lowering(Statements, Branches, Inline, Expressions, Operations, Reference
         self.trees: dict = {}  # a container being differentiated: its holder -> its Tree
         self.leaves: set[str] = set()  # the names of its leaves
         self.known: dict = {}  # SSA name -> its value, known when building (an unrolled counter)
+        self.kinds: dict = {}  # a parameter (its own SSA name) -> its kind, where known
         ids = _identifiers(self.node)
         self.locals = assigned(self.node.body)
         # NumPy is np in the generated code, unless the function uses np for something else.
@@ -118,6 +119,7 @@ class _Lowering(Statements, Branches, Inline, Expressions, Operations, Reference
             self.env[p] = p
             self.bound.add(p)
         self.active = set(wrt_names)
+        self.kinds = dict(kinds or {})
         given = tuple(wrt_names)
         params, wrt_names, leaf_kinds = containers.start(self, params, wrt_names, kinds)
         a = self.node.args

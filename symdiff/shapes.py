@@ -183,11 +183,16 @@ class _Walk:
             self.merge(phi, init)
         for _ in range(2):
             if loop.target:
-                self.bind(loop.target, _evaluate(ast.Call(
+                kind = _evaluate(ast.Call(
                     ast.Name(" next", ast.Load()), [ast.Call(ast.Name(" iter", ast.Load()),
                                                              [loop.header], [])], []),
-                    self.samples, {**self.safe, " next": next, " iter": iter})
-                    if loop.kind == "for" else None)  # (names no code can have)
+                    self.samples, {**self.safe, " next": next, " iter": iter}
+                ) if loop.kind == "for" else None  # (names no code can have)
+                if isinstance(kind, K.Array) and any(
+                        isinstance(n, ast.Name) and isinstance(self.known.get(n.id), K.Array)
+                        and self.known[n.id].ndim is None for n in ast.walk(loop.header)):
+                    kind = K.Array(kind.dtype, None)  # a row of an array of any ndim: any
+                self.bind(loop.target, kind)
             self.items(loop.body)
             changed = False
             for phi, init, nxt in loop.carried:

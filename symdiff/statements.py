@@ -160,6 +160,7 @@ class Statements:
             if target.id == RETURN and isinstance(value, ast.Constant) and value.value is None:
                 self.fail(value, "return without a value", "return the scalar to differentiate")
             self._bind(target.id, self._expr(value), value)
+            containers.remember(self, target.id, value)
             ndim = self.ndims.get(self.env[target.id], 0)
             if target.id == RETURN and ndim and self.parsed is self.top:
                 self.fail(value, f"{self.parsed.name} returns an array of {ndim} dimensions; "

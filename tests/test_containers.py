@@ -87,6 +87,14 @@ M = load("""
         for w in ws[1:]:
             s = s + np.sum(w * x)
         return s * ws[0]
+
+    def counted_by_name(ws, x):
+        n = len(ws)
+        last = n - 1
+        s = np.sum(ws[last] ** 2)
+        for i in range(n):
+            s = s + np.sum(ws[i] * x) * (i + 1)
+        return s
 """)
 
 
@@ -241,6 +249,7 @@ def arrays(*shapes):
     (M.nested, ({"a": (RNG.normal(size=3), {"c": 1.5}), "b": [RNG.normal(size=2), 0.5]},
                 RNG.normal(size=3))),
     (M.sliced, ((2.0, *arrays(3, 3)), RNG.normal(size=3))),
+    (M.counted_by_name, (arrays(3, 3, 3), RNG.normal(size=3))),
 ])
 def test_a_container_gets_a_gradient_of_its_structure(f, args):
     check_tree(f, args)

@@ -2538,3 +2538,199 @@ def f(x, n):
     for n in (0, 1, 2):
         for x in (0.7, -0.5):
             agrees(L.f, (x, n))
+
+
+# --- loops over values that are not differentiated: dicts, sets, iterators ----------
+
+DATA_LOOPS = load("""
+import numpy as np
+
+def keys(x, d):
+    t = 0.0
+    for k in d:
+        t = t + np.sum(x * k)
+    return t
+
+def by_key(x, d):
+    t = 0.0
+    for k in d:
+        t = t + np.sum(x * d[k])
+    return t
+
+def enumerated(x, d):
+    t = 0.0
+    for i, k in enumerate(d):
+        t = t + np.sum(np.sin(x * k)) * (i + 1)
+    return t
+
+def zipped(x, d, e):
+    t = 0.0
+    for a, b in zip(d, e):
+        t = t + np.sum(x * a * b)
+    return t
+
+def items(x, d):
+    t = 0.0
+    for k, v in d.items():
+        t = t + np.sum(x ** 2 * v) * k
+    return t
+
+def values(x, d):
+    t = 0.0
+    for v in d.values():
+        t = t + np.sum(np.cos(x * v))
+    return t
+
+def pairs(x, params):
+    t = 0.0
+    for W, b in params:
+        t = t + np.sum(np.tanh(x @ W + b))
+    return t
+
+def unpacked_rows(X, c):
+    t = 0.0
+    for a, b in X:
+        t = t + a * b * c
+    return t
+
+def zipped_with_differentiated(X, d):
+    t = 0.0
+    for a, k in zip(X, d):
+        t = t + np.sum(a * k)
+    return t
+
+def indexed_by_counter(X, d):
+    t = 0.0
+    for i, k in enumerate(d):
+        t = t + np.sum(X[i] * k)
+    return t
+
+def sorted_keys(x, d):
+    t = 0.0
+    for i, k in enumerate(sorted(d)):
+        t = t + np.sum(np.sin(x * k)) * i
+    return t
+
+TABLE = {0: 5.0, 1: 7.0}
+NUMBERS = {2.0, 3.0}
+
+def global_table(x):
+    t = 0.0
+    for k in TABLE:
+        t = t + np.sum(x * k)
+    for k in NUMBERS:
+        t = t + np.sum(x ** 2 * k)
+    return t
+
+def closure_over(d):
+    def f(x):
+        t = 0.0
+        for k in d:
+            t = t + np.sum(x * k)
+        return t
+    return f
+
+class Table:
+    def __init__(self, d):
+        self.d = d
+
+    def loss(self, x):
+        t = 0.0
+        for k in self.d:
+            t = t + np.sum(x * k)
+        return t
+
+    def bound_first(self, x):
+        e = self.d
+        t = 0.0
+        for k in e:
+            t = t + np.sum(x * k)
+        return t
+
+def through_branches(x, d, c):
+    if c > 0:
+        e = d
+    else:
+        e = d
+    t = 0.0
+    for k in e:
+        t = t + np.sum(x * k)
+    return t
+
+def item_of(x, p):
+    e = p["a"]
+    t = 0.0
+    for k in e:
+        t = t + np.sum(x * k) * p["b"][k]
+    return t
+
+def zipped_with_an_item(X, p):
+    Y = p["y"]
+    t = 0.0
+    for a, y, b in zip(X, Y, X[::-1], strict=False):
+        t = t + np.sum(np.sin(a * y) * b)
+    return t
+
+def rows_of_a_product(w: float, X):
+    Y = X * 2
+    t = 0.0
+    for r in Y:
+        t = t + np.sum(w * r)
+    return t
+""")
+
+X2 = np.array([0.5, -1.0])
+
+
+@pytest.mark.parametrize("f, args", [
+    (DATA_LOOPS.keys, (X2, {0: 5.0, 1: 7.0})),  # keys, not d[0], d[1]
+    (DATA_LOOPS.keys, (X2, {2.0: "u", 5.0: "v"})), (DATA_LOOPS.keys, (X2, {2.0, 3.0})),
+    (DATA_LOOPS.keys, (X2, "")), (DATA_LOOPS.keys, (X2, range(1, 4))),
+    (DATA_LOOPS.by_key, (X2, {"a": np.array([1.0, 2.0]), "b": 3.0})),
+    (DATA_LOOPS.enumerated, (X2, {3: 5.0, 4: 7.0})),
+    (DATA_LOOPS.zipped, (X2, {3: 5.0, 4: 7.0}, {10: 1, 20: 2})),
+    (DATA_LOOPS.zipped, (X2, {3: 5.0, 4: 7.0}, [2.0, 0.5, 9.0])),
+    (DATA_LOOPS.items, (X2, {3: 5.0, 4: 7.0})), (DATA_LOOPS.values, (X2, {3: 5.0, 4: 7.0})),
+    (DATA_LOOPS.pairs, (X2, [(np.eye(2), 1.0), (np.ones((2, 2)), np.array([0.5, 2.0]))])),
+    (DATA_LOOPS.unpacked_rows, (np.array([[1.0, 2.0], [3.0, 4.0]]), 2.0)),
+    (DATA_LOOPS.indexed_by_counter, (np.array([[1.0, 2.0], [3.0, 4.0]]), {2.0: 0, 3.0: 1})),
+    (DATA_LOOPS.sorted_keys, (X2, {3.0: 5.0, 1.0: 7.0, 2.0: 0.0})),
+    (DATA_LOOPS.global_table, (X2,)), (DATA_LOOPS.closure_over({0: 5.0, 1: 7.0}), (X2,)),
+    (DATA_LOOPS.Table({0: 5.0, 1: 7.0}).loss, (X2,)),
+    (DATA_LOOPS.Table({0: 5.0, 1: 7.0}).bound_first, (X2,)),
+    (DATA_LOOPS.through_branches, (X2, {0: 5.0, 1: 7.0}, 1.0)),
+    (DATA_LOOPS.item_of, (X2, {"a": {0: 5.0, 1: 7.0}, "b": [0.5, 2.0]})),
+    (DATA_LOOPS.item_of, (X2, {"a": (1, 0), "b": [0.5, 2.0]})),
+    (DATA_LOOPS.rows_of_a_product, (0.5, np.arange(6.0).reshape(3, 2))),
+    (DATA_LOOPS.zipped_with_differentiated, (np.array([[1.0, 2.0], [3.0, 4.0]]), {2.0: 0})),
+    (DATA_LOOPS.zipped_with_an_item, (np.array([[1.0, 2.0], [3.0, 4.0]]),
+                                      {"y": [2.0, -1.0, 5.0]})),
+], ids=lambda a: getattr(a, "__name__", ""))
+def test_a_loop_over_a_value_without_gradient_runs_as_python_runs_it(f, args):
+    wrt = (0, 1) if f is DATA_LOOPS.unpacked_rows else (0,)
+    check_grad(f, args, wrt=wrt)
+    value, _ = value_and_grad(f)(*args)
+    assert value == pytest.approx(f(*args), rel=1e-12)
+
+
+def test_a_loop_over_an_iterator_or_a_generator_reads_it_once():
+    expected = grad(DATA_LOOPS.keys)(X2, [2.0, 3.0])
+    np.testing.assert_allclose(expected, [5.0, 5.0])
+    np.testing.assert_array_equal(grad(DATA_LOOPS.keys)(X2, iter([2.0, 3.0])), expected)
+    np.testing.assert_array_equal(grad(DATA_LOOPS.keys)(X2, (v for v in (2.0, 3.0))),
+                                  expected)
+
+
+def test_a_loop_over_a_dict_is_generated_as_written():
+    source = grad(DATA_LOOPS.keys).source_for(X2, {0: 5.0})
+    assert "    for k in d:\n" in source
+
+
+def test_a_row_of_an_array_of_any_ndim_is_not_taken_for_a_number():
+    # .source is the float64 specialisation, for arrays of any ndim: a row may be an array.
+    from symdiff.compile import compile_source
+
+    fn, _ = compile_source(grad(DATA_LOOPS.rows_of_a_product).source,
+                           "grad_rows_of_a_product", {}, "np")
+    X = np.arange(6.0).reshape(3, 2)
+    assert fn(0.5, X) == pytest.approx(2 * X.sum())
