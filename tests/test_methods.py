@@ -14,9 +14,9 @@ import textwrap
 
 import numpy as np
 import pytest
+from gradcheck import check_grad, load, numeric_grad
 
 from symdiff import SymdiffError, grad, value_and_grad
-from tests.gradcheck import check_grad, load, numeric_grad
 
 SOURCE = """
     import numpy as np
