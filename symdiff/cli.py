@@ -318,9 +318,10 @@ def _kinds(node, shapes, unknown) -> dict:
         value = literal(defaults[p.arg]) if p.arg in defaults else NOT_LITERAL
         if dims is not None:
             out[p.arg] = kinds.Array("float64", len(dims)) if dims else kinds.FLOAT
-        elif p.annotation is not None and isinstance(
-                found := kinds.annotated(ast.unparse(p.annotation).strip("'\"")), kinds.Number):
-            out[p.arg] = found
+        elif p.annotation is not None and not isinstance(
+                found := kinds.annotated(ast.unparse(p.annotation).strip("'\"")), kinds.Array):
+            if found is not None:  # a number; None: any kind (dict, a class...)
+                out[p.arg] = found
         elif value is not NOT_LITERAL:
             out[p.arg] = kinds.kind(value)
         elif isinstance(defaults.get(p.arg), ast.Call):  # np.ones((3, 4)), say

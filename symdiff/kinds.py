@@ -20,6 +20,7 @@ build reads. Nothing here imports SymPy.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 import numpy as np
@@ -186,14 +187,32 @@ def assumed(fun, names) -> tuple:
     for name in names:
         if name in defaults:
             out[name] = kind(defaults[name])
-        else:
-            out[name] = annotated(annotations.get(name))
+        elif (found := annotated(annotations.get(name))) is not None:
+            out[name] = found
     return tuple(out.items())
 
 
-def annotated(annotation) -> Kind:
+def annotated(annotation) -> Kind | None:
     """The kind an annotation names (a type, or its text under ``from __future__ import
-    annotations``): a Python number for float, int and bool, else a float64 array."""
-    if isinstance(annotation, str):
-        annotation = {"float": float, "int": int, "bool": bool}.get(annotation.strip())
-    return _NUMBERS.get(annotation, FLOAT64)
+    annotations``): a Python number for float, int and bool, a float64 array for none or an
+    array type; None (any kind: the build keeps its run-time guards) for anything else, such
+    as dict or a class of the user's."""
+    if annotation is None:
+        return FLOAT64
+    shape = annotation
+    if isinstance(shape, str) and shape.strip()[:1] in "(0123456789":
+        try:  # a shape written as text: x: "(3, 4)"
+            shape = ast.literal_eval(shape)
+        except (ValueError, SyntaxError):
+            pass
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        shape = (shape,)
+    if isinstance(shape, tuple) and all(type(n) is int for n in shape):  # x: (3, 4)
+        return Array("float64", len(shape)) if shape else FLOAT
+    text = annotation.strip() if isinstance(annotation, str) else \
+        getattr(annotation, "__name__", None) or str(annotation)
+    outer = text.split("[")[0].split(".")[-1]  # dict[str, np.ndarray] is a dict
+    found = {"float": FLOAT, "int": Number("int"), "bool": Number("bool")}.get(outer)
+    if found is not None:
+        return found
+    return FLOAT64 if outer in ("ndarray", "NDArray", "ArrayLike") else None

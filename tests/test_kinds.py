@@ -365,3 +365,28 @@ def test_function_for_is_what_a_call_runs():
     fn = g.function_for(x, K)
     np.testing.assert_allclose(fn(x, K), g(x, K))
     assert g.function_for(x, K.astype(float)) is not fn
+
+
+@pytest.mark.parametrize(("annotation", "expected"), [
+    (None, kinds.FLOAT64), (float, kinds.FLOAT), ("int", Number("int")), ("bool", Number("bool")),
+    (np.ndarray, kinds.FLOAT64), ("np.ndarray", kinds.FLOAT64), ("NDArray[np.float64]",
+                                                                   kinds.FLOAT64),
+    (dict, None), ("dict[str, np.ndarray]", None), ("list", None), ("Model", None),
+    ((3, 4), Array("float64", 2)), ("(2,)", Array("float64", 1)), (3, Array("float64", 1)),
+])
+def test_an_annotation_names_a_kind_or_leaves_it_open(annotation, expected):
+    assert kinds.annotated(annotation) == expected
+
+
+def test_source_of_a_function_taking_a_dict_by_annotation_keeps_it_open():
+    m = load("""
+        import numpy as np
+        def f(x, d: dict, n: int = 2):
+            total = 0.0
+            for k in d:
+                total = total + d[k] * np.sum(x)
+            return total * n
+    """)
+    g = grad(m.f)
+    assert "for k in d:" in g.source  # a dict's loop, as written; d has no kind assumed
+    np.testing.assert_allclose(g(X, {"a": 1.0, "b": 2.0}), [6.0] * 3)
