@@ -10,10 +10,10 @@ import warnings
 import numpy as np
 import pytest
 from gradcheck import (
-    Frozen,
     both_one,
     check_grad,
     fresh_module,
+    frozen_reference,
     load,
     numeric_grad,
     outcome,
@@ -421,20 +421,6 @@ def _program(rnd: random.Random):
     return source, [x, *data]
 
 
-def _frozen_reference(source, args):
-    module = load(source.replace("from symdiff import stop_gradient as sg", ""))
-    frozen = Frozen()
-    module.sg = frozen
-    module.f(*args)
-    frozen.replay = True
-
-    def replayed(*a):
-        frozen.k = 0
-        return module.f(*a)
-
-    return numeric_grad(replayed, list(args), 0)
-
-
 @settings(max_examples=70, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10**9))
@@ -461,7 +447,7 @@ def test_random_programs_over_parameter_types(seed):
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        want = _frozen_reference(source, args)
+        want = frozen_reference(source, args, (0,))[0]
     np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5, err_msg=source)
 
 
