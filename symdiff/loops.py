@@ -237,21 +237,9 @@ class Loops:
         return others[0] if others else found.pop() if len(found) == 1 else None
 
     def _origins(self, ssa) -> set[str]:
-        """The values ``ssa`` may hold: through names bound to others, branches' and
-        loops' merges."""
-        out, todo, seen = set(), [ssa], set()
-        while todo:
-            n = todo.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if n in self.maybe:
-                todo.extend(self.maybe[n])
-            elif n in self.alias and self.alias[n] != n:
-                todo.append(self.alias[n])
-            else:
-                out.add(n)
-        return out
+        """The values ``ssa`` may hold: ``_roots`` without the merges of branches and loops
+        (each stands for the values merged into it)."""
+        return self._roots(ssa) - self.maybe.keys()
 
     def _iterable(self, node) -> str:
         """The name of an array a loop runs over (evaluated once, before the loop)."""
