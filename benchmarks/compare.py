@@ -103,6 +103,68 @@ def chain(x):
     return np.sum(c**2)
 
 
+def rnn(W, U, xs, h0):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h + U @ xs[t])
+    return np.sum(h**2)
+
+
+def kepler(M, e):
+    # Newton's iterations for Kepler's equation E - e sin E = M, then a coordinate.
+    E = M
+    step = 1.0
+    while abs(step) > 1e-12:
+        step = (E - e * np.sin(E) - M) / (1.0 - e * np.cos(E))
+        E = E - step
+    return np.cos(E) - e
+
+
+def black_scholes(S, K, T, r, sigma):
+    # A call's price, with the normal CDF of Abramowitz and Stegun (26.2.17).
+    sqrt_t = np.sqrt(T)
+    vol = sigma * sqrt_t
+    d1 = (np.log(S / K) + (r + 0.5 * sigma**2) * T) / vol
+    d2 = d1 - vol
+    k1 = 1.0 / (1.0 + 0.2316419 * np.abs(d1))
+    k2 = 1.0 / (1.0 + 0.2316419 * np.abs(d2))
+    p1 = k1 * (0.319381530 + k1 * (-0.356563782 + k1 * (1.781477937 + k1 * (
+        -1.821255978 + k1 * 1.330274429))))
+    p2 = k2 * (0.319381530 + k2 * (-0.356563782 + k2 * (1.781477937 + k2 * (
+        -1.821255978 + k2 * 1.330274429))))
+    tail1 = np.exp(-0.5 * d1 * d1) / math.sqrt(2.0 * math.pi) * p1
+    tail2 = np.exp(-0.5 * d2 * d2) / math.sqrt(2.0 * math.pi) * p2
+    if d1 >= 0:
+        n1 = 1.0 - tail1
+    else:
+        n1 = tail1
+    if d2 >= 0:
+        n2 = 1.0 - tail2
+    else:
+        n2 = tail2
+    discount = np.exp(-r * T)
+    return S * n1 - K * discount * n2
+
+
+def lennard_jones(X, mask):
+    # mask: 1 off the diagonal, 0 on it (no particle with itself).
+    D = X[:, None, :] - X[None, :, :]
+    r2 = np.sum(D**2, axis=-1) + (1.0 - mask)
+    inv6 = (1.0 / r2) ** 3
+    return 2.0 * np.sum(mask * (inv6 * inv6 - inv6))
+
+
+def matvec_softmax(W, x, t):
+    logits = W @ x
+    s = logits - stop_gradient(np.max(logits))
+    return np.log(np.sum(np.exp(s))) - np.sum(t * s)
+
+
+def logistic_l2(w, X, y, lam):
+    z = X @ w
+    return np.sum(np.logaddexp(0.0, z) - y * z) + lam * np.sum(w**2)
+
+
 # --- hand-written NumPy gradients ---
 
 
@@ -191,6 +253,103 @@ def chain_hand(x):
     return db * a + da * np.cos(x)
 
 
+def rnn_hand(W, U, xs, h0):
+    hs = [h0]
+    for t in range(xs.shape[0]):
+        hs.append(np.tanh(W @ hs[-1] + U @ xs[t]))
+    dW = np.zeros_like(W)
+    dU = np.zeros_like(U)
+    dh = 2.0 * hs[-1]
+    for t in reversed(range(xs.shape[0])):
+        h = hs[t + 1]
+        da = dh * (1.0 - h * h)
+        dW += np.multiply.outer(da, hs[t])
+        dU += np.multiply.outer(da, xs[t])
+        dh = da @ W
+    return dW, dU
+
+
+def kepler_hand(M, e):
+    E = M
+    step = 1.0
+    tape = []
+    while abs(step) > 1e-12:
+        s = math.sin(E)
+        c = math.cos(E)
+        num = E - e * s - M
+        den = 1.0 - e * c
+        step = num / den
+        tape.append((s, c, num, den))
+        E = E - step
+    dE = -math.sin(E)
+    de = -1.0
+    dM = 0.0
+    for s, c, num, den in reversed(tape):
+        dnum = -dE / den  # step = num / den, E = E - step
+        dden = -dnum * num / den
+        dM -= dnum
+        de -= dnum * s + dden * c
+        dE += dnum * (1.0 - e * c) + dden * e * s
+    return dM + dE, de
+
+
+def black_scholes_hand(S, K, T, r, sigma):
+    sqrt_t = math.sqrt(T)
+    vol = sigma * sqrt_t
+    d1 = (math.log(S / K) + (r + 0.5 * sigma * sigma) * T) / vol
+    d2 = d1 - vol
+    root = math.sqrt(2.0 * math.pi)
+    a = 0.2316419
+
+    def tail(d):  # (tail, d tail / d d) of the approximation
+        k = 1.0 / (1.0 + a * abs(d))
+        p = k * (0.319381530 + k * (-0.356563782 + k * (1.781477937 + k * (
+            -1.821255978 + k * 1.330274429))))
+        dp = 0.319381530 + k * (-0.713127564 + k * (5.344433811 + k * (
+            -7.285023912 + k * 6.651372145)))
+        g = math.exp(-0.5 * d * d) / root
+        dk = -a * k * k * math.copysign(1.0, d)
+        return g * p, g * (dp * dk - d * p)
+
+    tail1, dtail1 = tail(d1)
+    tail2, dtail2 = tail(d2)
+    n1, s1 = (1.0 - tail1, -1.0) if d1 >= 0 else (tail1, 1.0)
+    n2, s2 = (1.0 - tail2, -1.0) if d2 >= 0 else (tail2, 1.0)
+    discount = math.exp(-r * T)
+    dd2 = -K * discount * s2 * dtail2
+    dd1 = S * s1 * dtail1 + dd2
+    ddiscount = -K * n2
+    dvol = -dd2 - dd1 * d1 / vol
+    q = dd1 / vol
+    dT = -r * discount * ddiscount + q * (r + 0.5 * sigma * sigma) + 0.5 * dvol * sigma / sqrt_t
+    return (n1 + q / S, -discount * n2 - q / K, dT, -T * discount * ddiscount + q * T,
+            q * T * sigma + dvol * sqrt_t)
+
+
+def lennard_jones_hand(X, mask):
+    D = X[:, None, :] - X[None, :, :]
+    r2 = np.sum(D * D, axis=-1) + (1.0 - mask)
+    inv = 1.0 / r2
+    inv6 = inv * inv * inv
+    dr2 = (-6.0 * mask) * (2.0 * inv6 - 1.0) * inv6 * inv
+    dD = D * (2.0 * dr2)[:, :, None]
+    return dD.sum(axis=1) - dD.sum(axis=0)
+
+
+def matvec_softmax_hand(W, x, t):
+    logits = W @ x
+    p = np.exp(logits - np.max(logits))
+    p /= np.sum(p)
+    p -= t
+    return np.multiply.outer(p, x)
+
+
+def logistic_l2_hand(w, X, y, lam):
+    z = X @ w
+    p = 0.5 * (1.0 + np.tanh(0.5 * z))
+    return X.T @ (p - y) + (2.0 * lam) * w
+
+
 # --- the cases ---
 
 
@@ -205,6 +364,10 @@ def cases(scale):
     n6 = 1000 // scale
     T6 = np.eye(500)[rng.integers(0, 500, n6)]
     n7 = 256 // scale
+    n12 = 200 // scale
+    n13 = 1000 // scale
+    n14 = 100_000 // scale
+    X14 = rng.standard_normal((n14, 100))
     return [
         ("1 rosenbrock, 2 Python floats", rosenbrock, ("x", "y"), (-1.2, 1.0), rosenbrock_hand),
         ("2 ten-line scalar chain", chain10, ("x", "y", "z"), (0.3, 0.5, 0.7), chain10_hand),
@@ -220,6 +383,22 @@ def cases(scale):
          (3.0 * rng.standard_normal((n6, 500)), T6), softmax_xent_hand),
         (f"7 attention {n7}x64", attention, ("Q", "K", "V"),
          tuple(rng.standard_normal((n7, 64)) for _ in range(3)), attention_hand),
+        (f"8 elementwise chain, n={n3:.0e}", chain, "x", (rng.uniform(-2.0, 2.0, n3),),
+         chain_hand),
+        ("9 RNN, 50 steps, 32 hidden", rnn, ("W", "U"),
+         (0.3 * rng.standard_normal((32, 32)), 0.3 * rng.standard_normal((32, 16)),
+          rng.standard_normal((50, 16)), np.zeros(32)), rnn_hand),
+        ("10 Kepler: Newton in a while, floats", kepler, ("M", "e"), (1.0, 0.3), kepler_hand),
+        ("11 Black-Scholes, 5 floats", black_scholes, ("S", "K", "T", "r", "sigma"),
+         (100.0, 95.0, 0.5, 0.02, 0.25), black_scholes_hand),
+        (f"12 Lennard-Jones, {n12} particles", lennard_jones, "X",
+         (rng.uniform(0.0, 6.0, (n12, 3)), 1.0 - np.eye(n12)), lennard_jones_hand),
+        (f"13 W @ x softmax CE, W {n13}x500", matvec_softmax, "W",
+         (0.01 * rng.standard_normal((n13, 500)), rng.standard_normal(500),
+          np.eye(n13)[3]), matvec_softmax_hand),
+        (f"14 logistic NLL + L2, X {n14}x100", logistic_l2, "w",
+         (0.01 * rng.standard_normal(100), X14, (rng.random(n14) < 0.5) * 1.0, 0.1),
+         logistic_l2_hand),
     ]
 
 
@@ -242,9 +421,18 @@ def contenders_of_others(f, wrt, args, others):
     argnums = positions(f, wrt)
     if "jax" in others:
         jax, jnp = others["jax"]
-        jg = jax.jit(jax.grad(translate(f, jnp, jax.lax.stop_gradient), argnums=argnums))
+        plain = jax.grad(translate(f, jnp, jax.lax.stop_gradient), argnums=argnums)
+        jg = jax.jit(plain)
         # Arrays live on the device already, as in a JAX program; Python floats stay floats.
         jargs = tuple(a if isinstance(a, float) else jax.device_put(a) for a in args)
+        try:
+            jax.block_until_ready(jg(*jargs))
+        except jax.errors.ConcretizationTypeError:
+            # A Python `while` or `if` on a traced value: jit cannot trace it; JAX runs it
+            # op by op instead (a JAX user would rewrite it with lax.while_loop or where).
+            print(f"note: {f.__name__}: jax.jit cannot trace its Python control flow on "
+                  "values; the jax column is jax.grad without jit")
+            jg = plain
 
         def run_jax(*a, _jg=jg):
             return jax.block_until_ready(_jg(*a))
