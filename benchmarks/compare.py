@@ -571,17 +571,22 @@ def overhead_report(target, rounds):
           "(target: at most 300 ns)")
 
 
-def peak_over_input(fn, x):
-    """Peak bytes traced while ``fn(x)`` runs (NumPy reports its buffers), over x.nbytes."""
+def peak_bytes(fn, *args):
+    """Peak bytes traced while ``fn(*args)`` runs, over what was traced before it started."""
     gc.collect()
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        fn(x)
+        fn(*args)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    return (peak - base) / x.nbytes
+    return peak - base
+
+
+def peak_over_input(fn, x):
+    """Peak bytes traced while ``fn(x)`` runs (NumPy reports its buffers), over x.nbytes."""
+    return peak_bytes(fn, x) / x.nbytes
 
 
 def memory_report(n):
@@ -718,9 +723,9 @@ def main(argv=None):
     build_report(builds=2 if opts.quick else 4)
     print()
     head = (f"{'case':38s}" + "".join(f"{c:>10s}" for c in COLUMNS)
-            + f"{'sd/f':>8s}{'sd/hand':>8s}{'jax/sd':>8s}{'ag/sd':>8s}{'rounds':>7s}")
+            + f"{'sd/f':>8s}{'sd/hand':>8s}{'jax/sd':>8s}{'ag/sd':>8s}{'mem':>8s}{'rounds':>7s}")
     print("time per call (min over rounds); sd = symdiff; jax/sd and ag/sd: how many times "
-          "faster symdiff is")
+          "faster symdiff is; mem: symdiff's peak memory over the hand-written gradient's")
     print(head)
     for title, f, wrt, args, hand in cases(scale):
         g = grad(f, wrt=wrt)
@@ -733,10 +738,14 @@ def main(argv=None):
                 check(title, fn(*fargs), ref, name)
         best, done = time_side_by_side(contenders, target, rounds, budget)
         t = {c: best.get(c) for c in COLUMNS}
+        # Peak memory of one call each, symdiff's over the hand-written gradient's (where
+        # the hand-written one needs a megabyte at least: else it is Python's small change).
+        hand_peak = peak_bytes(hand, *args)
+        memory = f"{peak_bytes(g, *args) / hand_peak:.2f}x" if hand_peak >= 2**20 else "-"
         print(f"{title:38s}" + "".join(f"{fmt(t[c]):>10s}" for c in COLUMNS)
               + f"{ratio(t['symdiff'], t['f']):>8s}{ratio(t['symdiff'], t['hand']):>8s}"
               + f"{ratio(t['jax'], t['symdiff']):>8s}{ratio(t['autograd'], t['symdiff']):>8s}"
-              + f"{done:>7d}", flush=True)
+              + f"{memory:>8s}{done:>7d}", flush=True)
     print()
     overhead_report(target, rounds)
     print()
