@@ -83,6 +83,10 @@ class Operations:
             expr = row.sympy(*[v.expr if v.expr is not None else v.value for v in vals.values()])
             code = ast.Call(copy.copy(node.func), [v.code for v in vals.values()][
                 :len(node.args)], [ast.keyword(k.arg, vals[k.arg].code) for k in node.keywords])
+            if not expr.free_symbols and not expr.is_Number:
+                # math.sqrt(2.0 * math.pi): computed as written and read by name, where
+                # SymPy would fold it into the derivatives (0.707.../np.sqrt(np.pi)).
+                return self._constant(node)
             calls = [c for v in vals.values() for c in v.calls]
             if not expr.is_Atom:
                 calls.append((expr, code))

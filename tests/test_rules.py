@@ -1271,3 +1271,29 @@ def test_a_small_integer_that_only_works_as_one_is_differentiated_as_it_is():
     # range(n) refuses a float64 n: the gradient then reads n as it was passed.
     dx, dn = grad(NARROW.steps, wrt=(0, 1))(0.5, np.int8(3))
     assert dx == pytest.approx(9 * math.cos(1.5)) and dn == pytest.approx(1.5 * math.cos(1.5))
+
+
+def test_whole_floats_and_binary_fractions_read_as_written():
+    # (SymPy's Float(1.0) == 1 is False: whole floats are compared as floats.)
+    import sympy as sp
+
+    from symdiff.algebra import decimals, whole_floats
+    from symdiff.ir import symbol
+    x, y = symbol("x"), symbol("y")
+    assert str(whole_floats(sp.Float(1.0) * x * y)) == "x*y"
+    assert str(whole_floats(sp.Float(2.0) * x + sp.Float(0.5))) == "2*x + 0.5"
+    assert str(decimals(sp.Rational(1, 2) * x / y)) == "0.5*x/y"
+    assert str(decimals(sp.Rational(1, 3) * x)) == "x/3"
+
+
+def test_constant_calls_and_square_roots_give_right_gradients():
+    def f(x, t):
+        s = np.sqrt(t)
+        return np.sum(np.sin(x) * x**2 / math.sqrt(2.0 * math.pi) * s / np.sqrt(np.pi))
+
+    g = grad(f, wrt=(0, 1))
+    assert g.source.count("np.sqrt(t)") == 2  # the forward's and its comment's: s is read
+    for x, t in ((0.3, 1.7), (np.array([0.3, -1.2]), 1.7),
+                 (np.array([0.3, -1.2], dtype=np.float32), np.float32(1.7))):
+        check_grad(f, (x, t), wrt=(0, 1), rtol=1e-3 if np.ndim(x) and
+                   x.dtype == np.float32 else 1e-5)
