@@ -74,7 +74,7 @@ def whole_floats(expr):
     """1.0*x -> x, 2.0*x -> 2*x: the same float64 values, easier to read. (Float(2.0) ==
     2 is False in SymPy: the values are compared as floats.)"""
     whole = {f: sp.Integer(int(f)) for f in expr.atoms(sp.Float)
-             if math.isfinite(f) and float(f).is_integer() and abs(f) <= 2**53}
+             if math.isfinite(f) and float(f).is_integer() and abs(f) < 1e6}
     return expr.xreplace(whole) if whole else expr
 
 
