@@ -250,6 +250,9 @@ class _Differentiator(Control, Floats):
                 self.names.taken.discard(name)
                 continue
             calls[id(node)] = name
+            # (an elementwise part: its shape is its operands' broadcast)
+            self.shapes[name] = frozenset().union(
+                *(sources(self.shapes, s.name) for s in expr.free_symbols))
             if not any(isinstance(n, ast.Name) and n.id in self.active for n in ast.walk(node)):
                 self.constant_parts.add(name)  # (np.abs(K) of uint8 K: maybe any kind)
             partials = replaced

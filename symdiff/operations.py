@@ -88,6 +88,10 @@ class Operations:
                 # SymPy would fold it into the derivatives (0.707.../np.sqrt(np.pi)).
                 return self._constant(node)
             calls = [c for v in vals.values() for c in v.calls]
+            # An argument of one operation (3.0 * x in np.sin(3.0 * x)) too: np.cos(3.0 * x)
+            # in the derivative reads it rather than multiplying again.
+            calls += [(v.expr, v.code) for v in vals.values() if v.expr is not None and
+                      not v.expr.is_Atom and not any(e is v.code for _, e in v.calls)]
             if not expr.is_Atom:
                 calls.append((expr, code))
             return Val(expr, code, calls,

@@ -1297,3 +1297,21 @@ def test_constant_calls_and_square_roots_give_right_gradients():
                  (np.array([0.3, -1.2], dtype=np.float32), np.float32(1.7))):
         check_grad(f, (x, t), wrt=(0, 1), rtol=1e-3 if np.ndim(x) and
                    x.dtype == np.float32 else 1e-5)
+
+
+def test_an_argument_the_derivative_needs_again_is_computed_once():
+    # np.cos(3.0 * x) in the derivative reads the forward's 3.0 * x; a hoisted part has
+    # its operands' shape, so dg needs no summing down.
+    f = load('''
+import numpy as np
+
+def f(x):
+    g = np.exp(-x)
+    s = g * np.sin(3.0 * x) + 0.1 * x
+    return np.sum(s)
+''').f
+    g = grad(f)
+    assert "np.cos(_t1)" in g.source and "_t1 = 3.0 * x" in g.source
+    assert "dg = _t2\n" in g.source
+    check_grad(f, (np.linspace(-1.0, 1.0, 5),))
+    check_grad(f, (0.4,))
