@@ -193,9 +193,12 @@ def _statement(line: Line, printer: Printer) -> str:
     if not line.target:
         return str(value)
     sign = ""
-    if line.like and isinstance(value, sp.Mul) and value.args[0].is_Number:
+    if line.like and ", (" not in line.like and isinstance(value, sp.Mul) and \
+            value.args[0].is_Number:
         # A number multiplies after the sum, on the smaller array: -_unbroadcast(dD, x),
-        # not _unbroadcast(-dD, x), which negates all of dD first.
+        # not _unbroadcast(-dD, x), which negates all of dD first. (Not where a value
+        # smaller than v is spread to v's shape, "x, (x, y)": there the number is better
+        # multiplied before; elsewhere the other factors are all larger than x.)
         sign = "-" if value.args[0] == -1 else printer.doprint(value.args[0]) + "*"
         value = value / value.args[0]
     if isinstance(value, ast.AST):

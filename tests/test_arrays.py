@@ -784,13 +784,18 @@ def pairs(X):
     return np.sum(np.sin(D) * D)
 
 def halves(x, y):
-    return np.sum(np.cos(x - 2.0 * y))
+    c = np.cos(x - 2.0 * y)
+    return np.sum(c * c)
+
+def spread(z, t):
+    return np.sum(np.exp(z)) - np.sum(t * z)
 ''')
 
 
 def test_a_number_multiplies_after_the_sum_down():
     # -dD summed down would negate the whole (n, n, 3) array first; the sum's result is
-    # negated instead (and 2.0 * y's factor multiplies y's own shape).
+    # negated instead (and 2.0 * y's factor multiplies y's own shape). Where a number is
+    # spread to a larger shape, it is multiplied before: -t, spread, not t spread, negated.
     g = grad(PAIRS.pairs)
     assert "_unbroadcast(-" not in g.source and "-_unbroadcast(dD, " in g.source
     X = np.random.default_rng(3).uniform(-1.0, 1.0, (4, 3))
@@ -800,3 +805,5 @@ def test_a_number_multiplies_after_the_sum_down():
     x, y = np.linspace(-1.0, 1.0, 6).reshape(2, 3), np.array([0.2, -0.4, 0.9])
     check_grad(PAIRS.halves, (x, y), wrt=(0, 1))
     check_grad(PAIRS.halves, (x, 0.3), wrt=(0, 1))
+    assert "_unbroadcast(-t, z, (t, z))" in grad(PAIRS.spread).source
+    check_grad(PAIRS.spread, (x, y))

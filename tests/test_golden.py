@@ -105,7 +105,7 @@ def grad_loss(x, t):
     d_ret = 1.0
     # grad of line 17: return np.log(np.sum(np.exp(z))) - np.sum(t * z)
     d_t1 = (1/_t1)
-    dz = -_unbroadcast(t, z, (t, z))
+    dz = _unbroadcast(-t, z, (t, z))
     dz = _add_to(dz, _t0*d_t1)
     # grad of line 16: z = x - stop_gradient(np.max(x))
     dx = dz
