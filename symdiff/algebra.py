@@ -90,9 +90,16 @@ def decimals(expr):
 
 def reuse_value(partial, expr, name):
     """``partial`` reading the symbol ``name`` wherever it holds ``expr``: a product also
-    among the factors of a longer one (exp(u)*p/c in -d*exp(u)*p/c is the value v, so -d*v)."""
+    among the factors of a longer one (exp(u)*p/c in -d*exp(u)*p/c is the value v, so -d*v),
+    a root also in a whole power of it (1/sqrt(u) is 1/v for v = sqrt(u))."""
     if isinstance(expr, sp.Mul):
         return partial.subs(expr, name)
+    if expr.is_Pow and expr.exp.is_Rational and not expr.exp.is_Integer:
+        # 1/sqrt(u) is 1/v for v = sqrt(u): a whole power of the value, not a new root.
+        base, k = expr.args
+        return partial.replace(
+            lambda e: e.is_Pow and e.base == base and e.exp.is_Rational and
+            (e.exp / k).is_Integer, lambda e: name ** (e.exp / k))
     return partial.xreplace({expr: name})
 
 

@@ -1315,3 +1315,23 @@ def f(x):
     assert "dg = _t2\n" in g.source
     check_grad(f, (np.linspace(-1.0, 1.0, 5),))
     check_grad(f, (0.4,))
+
+
+def test_a_root_is_read_in_whole_powers_of_it():
+    # d sqrt(u)/du is 0.5/v for the v = np.sqrt(u) the forward sweep computed (a part of
+    # a longer expression, inside a loop), not 0.5/np.sqrt(u) again.
+    g_ = load('''
+import math
+import numpy as np
+
+def g(a, b):
+    k = 0
+    while k < 3:
+        a = np.sqrt(a * b + 1.0) * np.exp(-a * b) / math.sqrt(2.0 * math.pi)
+        k = k + 1
+    return a
+''').g
+    source = grad(g_, wrt=(0, 1)).source
+    assert source.count("np.sqrt(") == 2  # the forward's and its comment's
+    check_grad(g_, (0.4, 0.9), wrt=(0, 1))
+    check_grad(g_, (np.float64(1.3), 0.2), wrt=(0, 1))
