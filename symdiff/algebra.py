@@ -1,12 +1,16 @@
 """Local derivatives (SymPy) -> cheaper ones to compute: what the backward sweep's algebra
 does beyond sympy.diff, one function per trick, each keeping the same values.
 
-``whole_floats`` (2.0*x -> 2*x), ``by_value`` (d(E/s)/ds as -P/s with P = E/s computed),
-``cse`` (sympy.cse, finished), ``in_place`` (a product computed in the adjoint's own
-array) and ``SumDown`` (a factor multiplied in after summing down, on the smaller array).
+``whole_floats`` (2.0*x -> 2*x), ``decimals`` ((1/2)*x -> 0.5*x), ``reuse_value`` (a
+forward value read where a derivative needs it, also inside a longer product), ``by_value``
+(d(E/s)/ds as -P/s with P = E/s computed), ``cse`` (sympy.cse, finished), ``in_place`` (a
+product computed in the adjoint's own array) and ``SumDown`` (a factor multiplied in after
+summing down, on the smaller array).
 """
 
 from __future__ import annotations
+
+import math
 
 import sympy as sp
 
@@ -52,8 +56,12 @@ def in_place(dv, replacements, reduced):
 
 def by_value(eqn: Eqn, a: str, partial):
     """d(c * a**k)/da for a negative power k as k * v / a, reusing the value v: fewer
-    operations than recomputing c * a**(k - 1) (P = E / s gives dP/ds = -P/s)."""
+    operations than recomputing c * a**(k - 1) (P = E / s gives dP/ds = -P/s); and
+    d(sqrt(a))/da as 0.5 / v, the square root the function took (inf at 0, as it should
+    be: a fractional k * v / a would be 0/0 there)."""
     expr, x = eqn.expr, symbol(a)
+    if expr.is_Pow and expr.base == x and expr.exp.is_Number and float(expr.exp) == 0.5:
+        return sp.Float(0.5) / symbol(eqn.out)
     if not isinstance(expr, sp.Mul):
         return partial
     k = expr.as_powers_dict().get(x)
@@ -63,9 +71,36 @@ def by_value(eqn: Eqn, a: str, partial):
 
 
 def whole_floats(expr):
-    """1.0*x -> x, 2.0*x -> 2*x: the same float64 values, easier to read."""
-    whole = {f: sp.Integer(int(f)) for f in expr.atoms(sp.Float) if f == int(f)}
+    """1.0*x -> x, 2.0*x -> 2*x: the same float64 values, easier to read. (Float(2.0) ==
+    2 is False in SymPy: the values are compared as floats.)"""
+    whole = {f: sp.Integer(int(f)) for f in expr.atoms(sp.Float)
+             if math.isfinite(f) and float(f).is_integer() and abs(f) < 1e6}
     return expr.xreplace(whole) if whole else expr
+
+
+def decimals(expr):
+    """(1/2)*x -> 0.5*x, -(3/4)*x -> -0.75*x: a coefficient that is an exact binary
+    fraction is written as the float it is (Python would divide the fraction anyway)."""
+    def decimal(e):
+        c, rest = e.as_coeff_Mul()
+        return sp.Float(c) * rest if c.is_Rational and not c.is_Integer and \
+            c.q & (c.q - 1) == 0 else e
+    return expr.replace(lambda e: e.is_Mul, decimal)
+
+
+def reuse_value(partial, expr, name):
+    """``partial`` reading the symbol ``name`` wherever it holds ``expr``: a product also
+    among the factors of a longer one (exp(u)*p/c in -d*exp(u)*p/c is the value v, so -d*v),
+    a root also in a whole power of it (1/sqrt(u) is 1/v for v = sqrt(u))."""
+    if isinstance(expr, sp.Mul):
+        return partial.subs(expr, name)
+    if expr.is_Pow and expr.exp.is_Rational and not expr.exp.is_Integer:
+        # 1/sqrt(u) is 1/v for v = sqrt(u): a whole power of the value, not a new root.
+        base, k = expr.args
+        return partial.replace(
+            lambda e: e.is_Pow and e.base == base and e.exp.is_Rational and
+            (e.exp / k).is_Integer, lambda e: name ** (e.exp / k))
+    return partial.xreplace({expr: name})
 
 
 def cse(exprs, temps):

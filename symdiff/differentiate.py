@@ -27,7 +27,7 @@ import re
 import sympy as sp
 
 from . import kinds as K
-from .algebra import SumDown, by_value, cse, in_place, whole_floats
+from .algebra import SumDown, by_value, cse, decimals, in_place, reuse_value, whole_floats
 from .control import Control, _mark_active, _reaching, _Scope
 from .errors import SymdiffError
 from .floats import Floats, _float_dtype
@@ -224,13 +224,13 @@ class _Differentiator(Control, Floats):
                 group.append(Line(dv.name, f"{g} / _size{shape}", eqn.where,
                                   comment="each entry's share of the mean"))
         targets = [a for a in eqn.inputs if a in self.active]
-        # factor_terms undoes SymPy's 2*(a - b) -> 2*a - 2*b, so forward parts can match.
-        partials = [sp.factor_terms(whole_floats(sp.diff(eqn.expr, symbol(a))))
-                    for a in targets]
+        # factor_terms undoes SymPy's 2*(a - b) -> 2*a - 2*b, so forward parts can match
+        # (their floats as written: 1.0 + u stays 1.0 + u until then).
+        partials = [sp.factor_terms(sp.diff(eqn.expr, symbol(a))) for a in targets]
         # Reuse forward values: the equation's own value, then every call needed again.
-        reuse = {} if eqn.expr.is_Atom else {eqn.expr: symbol(eqn.out)}
-        partials = [by_value(eqn, a, p).xreplace(reuse) for a, p in zip(targets, partials,
-                                                                         strict=True)]
+        partials = [by_value(eqn, a, p) for a, p in zip(targets, partials, strict=True)]
+        if not eqn.expr.is_Atom:
+            partials = [reuse_value(p, eqn.expr, symbol(eqn.out)) for p in partials]
         calls: dict[int, str] = {}
         for expr, node in reversed(eqn.calls):
             part = self._part(expr, node)
@@ -244,12 +244,15 @@ class _Differentiator(Control, Floats):
                 if any(p.has(expr) for p in replaced):
                     replaced = partials  # (read otherwise too: as before)
             else:
-                replaced = [p.xreplace({expr: symbol(name)}) for p in partials]
+                replaced = [reuse_value(p, expr, symbol(name)) for p in partials]
                 self.temp_kinds[name] = self.facts.kind_of(node)
             if replaced == partials:  # has() saw it inside a longer product: not reusable
                 self.names.taken.discard(name)
                 continue
             calls[id(node)] = name
+            # (an elementwise part: its shape is its operands' broadcast)
+            self.shapes[name] = frozenset().union(
+                *(sources(self.shapes, s.name) for s in expr.free_symbols))
             if not any(isinstance(n, ast.Name) and n.id in self.active for n in ast.walk(node)):
                 self.constant_parts.add(name)  # (np.abs(K) of uint8 K: maybe any kind)
             partials = replaced
@@ -278,7 +281,7 @@ class _Differentiator(Control, Floats):
                 kept[i] = (a, c)
                 likes.append(like)
         temps = iter(lambda: symbol(self.names.fresh("_t", numbered=True)), None)
-        replacements, reduced = cse([c for _, c in kept], temps)
+        replacements, reduced = cse([decimals(whole_floats(c)) for _, c in kept], temps)
         if dv == symbol(self.adj[eqn.out]) and self.fresh.get(eqn.out) and \
                 eqn.out not in self.views and scope.parent is None and \
                 self._made_by_arrays(eqn.out):

@@ -192,6 +192,15 @@ def _statement(line: Line, printer: Printer) -> str:
         return ast.unparse(value)
     if not line.target:
         return str(value)
+    sign = ""
+    if line.like and ", (" not in line.like and isinstance(value, sp.Mul) and \
+            value.args[0].is_Number:
+        # A number multiplies after the sum, on the smaller array: -_unbroadcast(dD, x),
+        # not _unbroadcast(-dD, x), which negates all of dD first. (Not where a value
+        # smaller than v is spread to v's shape, "x, (x, y)": there the number is better
+        # multiplied before; elsewhere the other factors are all larger than x.)
+        sign = "-" if value.args[0] == -1 else printer.doprint(value.args[0]) + "*"
+        value = value / value.args[0]
     if isinstance(value, ast.AST):
         text = ast.unparse(value)
     elif isinstance(value, sp.Integer):  # a constant adjoint: a float, as adjoints are
@@ -201,13 +210,13 @@ def _statement(line: Line, printer: Printer) -> str:
     else:
         text = str(value)
     if line.like:
-        text = f"_unbroadcast({text}, {line.like})"
+        text = f"{sign}_unbroadcast({text}, {line.like})"
     if line.unflowed:
         text = f"_plus({line.target}, {text})"
     elif line.in_place:
         text = f"_add_to({line.target}, {text})"
     elif line.accumulate:
-        if not line.like and text.startswith("-") and _atomic(text[1:]):
+        if text.startswith("-") and _atomic(text[1:]):
             text = f"{line.target} - {text[1:]}"  # -a*b is -(a*b): dz - a*b, not dz + -a*b
         elif line.like or _atomic(text):
             text = f"{line.target} + {text}"

@@ -83,7 +83,15 @@ class Operations:
             expr = row.sympy(*[v.expr if v.expr is not None else v.value for v in vals.values()])
             code = ast.Call(copy.copy(node.func), [v.code for v in vals.values()][
                 :len(node.args)], [ast.keyword(k.arg, vals[k.arg].code) for k in node.keywords])
+            if not expr.free_symbols and not expr.is_Number:
+                # math.sqrt(2.0 * math.pi): computed as written and read by name, where
+                # SymPy would fold it into the derivatives (0.707.../np.sqrt(np.pi)).
+                return self._constant(node)
             calls = [c for v in vals.values() for c in v.calls]
+            # An argument of one operation (3.0 * x in np.sin(3.0 * x)) too: np.cos(3.0 * x)
+            # in the derivative reads it rather than multiplying again.
+            calls += [(v.expr, v.code) for v in vals.values() if v.expr is not None and
+                      not v.expr.is_Atom and not any(e is v.code for _, e in v.calls)]
             if not expr.is_Atom:
                 calls.append((expr, code))
             return Val(expr, code, calls,

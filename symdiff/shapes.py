@@ -370,7 +370,8 @@ def _expr(node, found, functions, np_alias, known) -> Sources:
             case ast.Name(id=name):
                 return sources(found, name)
             case ast.Attribute(value=ast.Name(id=root), attr=attr) if (
-                    root == np_alias and attr in _SCALAR_ATTRIBUTES):
+                    root == np_alias or functions.get(root) is math) and (
+                    attr in _SCALAR_ATTRIBUTES):
                 return frozenset()
             case ast.BinOp(op=op) if isinstance(op, _ARITHMETIC) and not (
                     listed(n.left) and not _numpy_operand(n.right, known)

@@ -774,3 +774,36 @@ def test_unpacking_a_value_of_another_length_fails_as_python_does(f, args):
     with pytest.raises(type(expected.value)) as got:
         grad(f)(*args)
     assert str(got.value) == str(expected.value)
+
+
+PAIRS = load('''
+import numpy as np
+
+def pairs(X):
+    D = X[:, None, :] - X[None, :, :]
+    return np.sum(np.sin(D) * D)
+
+def halves(x, y):
+    c = np.cos(x - 2.0 * y)
+    return np.sum(c * c)
+
+def spread(z, t):
+    return np.sum(np.exp(z)) - np.sum(t * z)
+''')
+
+
+def test_a_number_multiplies_after_the_sum_down():
+    # -dD summed down would negate the whole (n, n, 3) array first; the sum's result is
+    # negated instead (and 2.0 * y's factor multiplies y's own shape). Where a number is
+    # spread to a larger shape, it is multiplied before: -t, spread, not t spread, negated.
+    g = grad(PAIRS.pairs)
+    assert "_unbroadcast(-" not in g.source and "-_unbroadcast(dD, " in g.source
+    X = np.random.default_rng(3).uniform(-1.0, 1.0, (4, 3))
+    check_grad(PAIRS.pairs, (X,))
+    h = grad(PAIRS.halves, wrt=(0, 1))
+    assert "2*_unbroadcast(" in h.source
+    x, y = np.linspace(-1.0, 1.0, 6).reshape(2, 3), np.array([0.2, -0.4, 0.9])
+    check_grad(PAIRS.halves, (x, y), wrt=(0, 1))
+    check_grad(PAIRS.halves, (x, 0.3), wrt=(0, 1))
+    assert "_unbroadcast(-t, z, (t, z))" in grad(PAIRS.spread).source
+    check_grad(PAIRS.spread, (x, y))

@@ -1271,3 +1271,67 @@ def test_a_small_integer_that_only_works_as_one_is_differentiated_as_it_is():
     # range(n) refuses a float64 n: the gradient then reads n as it was passed.
     dx, dn = grad(NARROW.steps, wrt=(0, 1))(0.5, np.int8(3))
     assert dx == pytest.approx(9 * math.cos(1.5)) and dn == pytest.approx(1.5 * math.cos(1.5))
+
+
+def test_whole_floats_and_binary_fractions_read_as_written():
+    # (SymPy's Float(1.0) == 1 is False: whole floats are compared as floats.)
+    import sympy as sp
+
+    from symdiff.algebra import decimals, whole_floats
+    from symdiff.ir import symbol
+    x, y = symbol("x"), symbol("y")
+    assert str(whole_floats(sp.Float(1.0) * x * y)) == "x*y"
+    assert str(whole_floats(sp.Float(2.0) * x + sp.Float(0.5))) == "2*x + 0.5"
+    assert str(decimals(sp.Rational(1, 2) * x / y)) == "0.5*x/y"
+    assert str(decimals(sp.Rational(1, 3) * x)) == "x/3"
+
+
+def test_constant_calls_and_square_roots_give_right_gradients():
+    def f(x, t):
+        s = np.sqrt(t)
+        return np.sum(np.sin(x) * x**2 / math.sqrt(2.0 * math.pi) * s / np.sqrt(np.pi))
+
+    g = grad(f, wrt=(0, 1))
+    assert g.source.count("np.sqrt(t)") == 2  # the forward's and its comment's: s is read
+    for x, t in ((0.3, 1.7), (np.array([0.3, -1.2]), 1.7),
+                 (np.array([0.3, -1.2], dtype=np.float32), np.float32(1.7))):
+        check_grad(f, (x, t), wrt=(0, 1), rtol=1e-3 if np.ndim(x) and
+                   x.dtype == np.float32 else 1e-5)
+
+
+def test_an_argument_the_derivative_needs_again_is_computed_once():
+    # np.cos(3.0 * x) in the derivative reads the forward's 3.0 * x; a hoisted part has
+    # its operands' shape, so dg needs no summing down.
+    f = load('''
+import numpy as np
+
+def f(x):
+    g = np.exp(-x)
+    s = g * np.sin(3.0 * x) + 0.1 * x
+    return np.sum(s)
+''').f
+    g = grad(f)
+    assert "np.cos(_t1)" in g.source and "_t1 = 3.0 * x" in g.source
+    assert "dg = _t2\n" in g.source
+    check_grad(f, (np.linspace(-1.0, 1.0, 5),))
+    check_grad(f, (0.4,))
+
+
+def test_a_root_is_read_in_whole_powers_of_it():
+    # d sqrt(u)/du is 0.5/v for the v = np.sqrt(u) the forward sweep computed (a part of
+    # a longer expression, inside a loop), not 0.5/np.sqrt(u) again.
+    g_ = load('''
+import math
+import numpy as np
+
+def g(a, b):
+    k = 0
+    while k < 3:
+        a = np.sqrt(a * b + 1.0) * np.exp(-a * b) / math.sqrt(2.0 * math.pi)
+        k = k + 1
+    return a
+''').g
+    source = grad(g_, wrt=(0, 1)).source
+    assert source.count("np.sqrt(") == 2  # the forward's and its comment's
+    check_grad(g_, (0.4, 0.9), wrt=(0, 1))
+    check_grad(g_, (np.float64(1.3), 0.2), wrt=(0, 1))
