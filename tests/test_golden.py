@@ -137,5 +137,5 @@ def grad_rosen(a, b):
     # grad of line 20: return (1.0 - a) ** 2 + 100.0 * (b - a * a) ** 2
     da = -400.0*_t0*a + 2*a - 2.0
     db = 200.0*_t0
-    return (_fit(da, a), _fit(db, b))
+    return (da, db)
 '''
