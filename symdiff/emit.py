@@ -17,7 +17,7 @@ from sympy.printing.precedence import PRECEDENCE
 from . import __version__, containers
 from . import kinds as K
 from .program import _IDENT, Block, Line, Program, _flat
-from .rules import Call, _NumpyFunction
+from .rules import Call, Ratio, _NumpyFunction
 
 
 class Printer(NumPyPrinter):
@@ -59,12 +59,17 @@ class Printer(NumPyPrinter):
         return repr(float(expr))
 
     def _print_Function(self, expr):
-        if isinstance(expr, (Call, _NumpyFunction)) and self.on_floats:
-            self.missed = True  # (NumPy's or a helper of ours: not known to give a float)
+        if self.on_floats and isinstance(expr, Ratio):
+            # (np.divide(a, np.where(b == 0, 1.0, b)) of Python floats)
+            a = self.parenthesize(expr.args[0], PRECEDENCE["Mul"])
+            b = self.parenthesize(expr.args[1], PRECEDENCE["Pow"])
+            return f"({a}/{b} if {b} != 0 else {a}/1.0)"
         if isinstance(expr, Call):
             callee = expr.callee
             if callee.startswith("np."):
-                callee = self.np_alias + callee[2:]
+                callee = self._module_format("numpy" + callee[2:])
+            elif self.on_floats:
+                self.missed = True  # (a helper of ours: not known to give a float)
             return f"{callee}({', '.join(self._print(a) for a in expr.args)})"
         if isinstance(expr, _NumpyFunction):
             # Printed from its tree; its precedence is the tree's, so it is parenthesised

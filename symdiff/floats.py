@@ -178,7 +178,13 @@ def on_floats(ir: IR) -> IR:
     usable = {name for name, own in (("math", math), ("abs", builtins.abs))
               if name not in ir.user_names or functions.get(name) is own}
     wanted = {}  # id(call node) -> the math function's name
+    constants = {}  # id(np.pi, np.e) -> math's (the same Python float, read from math)
     for node in _calls(ir.eqns):
+        if isinstance(node, ast.Attribute):
+            if "math" in usable and isinstance(node.value, ast.Name) and \
+                    node.value.id == ir.np_alias and node.attr in ("pi", "e"):
+                constants[id(node)] = node.attr
+            continue
         name = _MATH.get(_function(node.func, functions, ir.np_alias))
         if name is not None and not node.keywords and (
                 "abs" if name == "abs" else "math") in usable and not any(
@@ -187,8 +193,8 @@ def on_floats(ir: IR) -> IR:
     # Made where every operand is a Python number, as the kinds say once they are made:
     # until none is left that is not (one left out may make others' operands NumPy's).
     before = facts(ir).kinds
-    while wanted:
-        made, nodes = _rewritten(ir, wanted)
+    while wanted or constants:
+        made, nodes = _rewritten(ir, wanted, constants)
         known = facts(made)
         wrong = {key for key, node in nodes.items() if not all(
             isinstance(known.kind_of(a), K.Number) for a in node.args)}
@@ -227,11 +233,13 @@ def _nodes(items):
 
 
 def _calls(items):
-    """Every call node of the elementwise equations of ``items`` (in branches, loops)."""
+    """Every call (and attribute) node of the elementwise equations of ``items`` (in
+    branches and loops too)."""
     for item in items:
         if isinstance(item, Eqn):
             if item.kind == "elementwise":
-                yield from (n for n in ast.walk(item.code) if isinstance(n, ast.Call))
+                yield from (n for n in ast.walk(item.code)
+                            if isinstance(n, (ast.Call, ast.Attribute)))
         elif isinstance(item, If):
             yield from _calls(item.then)
             yield from _calls(item.orelse)
@@ -239,8 +247,9 @@ def _calls(items):
             yield from _calls(item.body)
 
 
-def _rewritten(ir: IR, wanted: dict):
-    """``ir`` with the calls ``wanted`` names made math's; and id(original) -> new node."""
+def _rewritten(ir: IR, wanted: dict, constants: dict):
+    """``ir`` with the calls ``wanted`` names made math's, and the ``constants`` read from
+    math; and id(original call) -> its new node."""
     nodes = {}
 
     def items(seq):
@@ -251,7 +260,7 @@ def _rewritten(ir: IR, wanted: dict):
             return dataclasses.replace(i, then=items(i.then), orelse=items(i.orelse))
         if isinstance(i, Loop):
             return dataclasses.replace(i, body=items(i.body))
-        if not any(id(n) in wanted for n in ast.walk(i.code)):
+        if not any(id(n) in wanted or id(n) in constants for n in ast.walk(i.code)):
             return i
         code = copy.deepcopy(i.code)
         twins = dict(zip(map(id, ast.walk(i.code)), ast.walk(code), strict=True))
@@ -262,6 +271,9 @@ def _rewritten(ir: IR, wanted: dict):
                     ast.Attribute(ast.Name("math", ast.Load()), name, ast.Load())
                 setattr(node, FROM_NUMPY, True)
                 nodes[key] = node
+        for key in constants:
+            if key in twins:
+                twins[key].value = ast.Name("math", ast.Load())
         calls = tuple((e, twins.get(id(n), n)) for e, n in i.calls)
         return dataclasses.replace(i, code=code, calls=calls)
 

@@ -129,6 +129,8 @@ def _cannot_raise(node, known) -> bool:
             return _cannot_raise(node.left, known) and _cannot_raise(node.right, known)
         case ast.UnaryOp(op=ast.USub() | ast.UAdd()):
             return _cannot_raise(node.operand, known)
+        case ast.Attribute(value=ast.Name(id="math"), attr="pi" | "e"):
+            return True
         case ast.Call(keywords=[]) if getattr(node, FROM_NUMPY, False):
             return all(_cannot_raise(a, known) for a in node.args)
     return False
