@@ -828,3 +828,14 @@ def f(x):
     assert "math." not in grad(f).source_for(-0.5)
     with np.errstate(all="ignore"):
         assert np.isnan(grad(f)(-0.5))
+
+
+def test_the_float_path_takes_python_ints_and_gives_a_float_value():
+    f = FLOATS.mixed
+    floats = grad(f, wrt=(0, 1))(1.0, 2.0)
+    assert grad(f, wrt=(0, 1))(1, 2) == floats
+    assert grad(f, wrt=(0, 1))(True, 2) == floats
+    value, _ = value_and_grad(f, wrt=(0, 1))(1.0, 2.0)
+    assert type(value) is float and value == pytest.approx(float(f(np.float64(1.0), 2.0)))
+    # (np.float64 keeps NumPy's functions: its value is NumPy's)
+    assert type(value_and_grad(f, wrt=(0, 1))(np.float64(1.0), 2.0)[0]) is np.float64
