@@ -53,7 +53,7 @@ def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_
     try:
         ir = lower(parsed, wrt, kinds, has_aux)
         ir = on_floats(ir) if floats else ir
-        return ir, emit(prune(differentiate(ir, with_value, as_tuple)))
+        return ir, emit(prune(differentiate(ir, with_value, as_tuple)), floats)
     except SymdiffError:
         raise
     except Exception as e:  # a bug of ours: still say where, and not as a SymPy traceback

@@ -43,6 +43,8 @@ class Printer(NumPyPrinter):
                     return found
                 self.missed = True
             return self.np_alias + fqn[len("numpy"):]
+        if self.on_floats and not fqn.startswith("math."):
+            self.missed = True  # (SciPy's, say: a NumPy float)
         return fqn
 
     def floats(self, expr) -> str | None:
@@ -86,7 +88,8 @@ class Printer(NumPyPrinter):
         if expr.exp.is_Integer and expr.exp < 0:
             denominator = self.parenthesize(expr.base ** -expr.exp, PRECEDENCE["Mul"])
             return f"(1/{denominator})"  # parenthesized: it may be a power's base or exponent
-        if self.on_floats and not expr.exp.is_Integer and abs(expr.exp) != sp.S.Half:
+        if self.on_floats and not expr.exp.is_Integer and not (
+                expr.exp.is_Rational and abs(expr.exp) == sp.S.Half):
             self.missed = True  # (a negative Python float to such a power is complex)
         return super()._print_Pow(expr, rational=rational)
 
@@ -107,11 +110,12 @@ _MATH = {**{name: "math." + name for name in (
     "sign": "_sign"}
 
 
-def emit(program: Program) -> str:
-    """The gradient's source: a ``def grad_<name>`` with a docstring and line comments."""
+def emit(program: Program, floats=True) -> str:
+    """The gradient's source: a ``def grad_<name>`` with a docstring and line comments.
+    ``floats``: what holds Python floats is computed with math (``_python_floats``)."""
     ir = program.ir
     printer = Printer(ir.np_alias)
-    floats, maybe_none = _python_floats(program, printer)
+    floats, maybe_none = _python_floats(program, printer) if floats else (set(), set())
     printer.python_floats = floats
     name = "grad_" + ir.name
     # The docstring stays valid Python whatever the path holds (backslashes, quotes).
@@ -282,6 +286,12 @@ def _atomic(text: str) -> bool:
         or isinstance(node, ast.BinOp) and not isinstance(node.op, (ast.Add, ast.Sub))
 
 
+# math's functions that do not give a float (of floats): an int, a bool, a tuple.
+_NOT_FLOAT_VALUED = {"floor", "ceil", "trunc", "factorial", "gcd", "lcm", "isqrt", "comb",
+                     "perm", "isnan", "isinf", "isfinite", "isclose", "frexp", "modf",
+                     "prod", "sumprod"}
+
+
 def _floats_text(value, printer) -> str | None:
     """``value`` printed with math's functions, where every name it reads holds a Python
     float (and math has its functions); else None."""
@@ -325,7 +335,7 @@ def _python_floats(program: Program, printer: Printer) -> tuple[set[str], set[st
             case ast.Attribute(value=ast.Name(id="math"), attr="pi" | "e" | "tau" | "inf"):
                 return math_ok
             case ast.Call(func=ast.Attribute(value=ast.Name(id="math"), attr=attr),
-                          keywords=[]) if math_ok and "math." + attr in _MATH.values():
+                          keywords=[]) if math_ok and attr not in _NOT_FLOAT_VALUED:
                 return all(map(python_float, node.args))
             case ast.Call(func=ast.Name(id="abs"), args=[arg], keywords=[]) if \
                     "abs" not in taken:
