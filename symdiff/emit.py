@@ -89,7 +89,8 @@ class Printer(NumPyPrinter):
             denominator = self.parenthesize(expr.base ** -expr.exp, PRECEDENCE["Mul"])
             return f"(1/{denominator})"  # parenthesized: it may be a power's base or exponent
         if self.on_floats and not expr.exp.is_Integer and not (
-                expr.exp.is_Rational and abs(expr.exp) == sp.S.Half):
+                expr.exp.is_Rational and abs(expr.exp) == sp.S.Half) and not (
+                expr.exp.is_Float and float(expr.exp).is_integer()):
             self.missed = True  # (a negative Python float to such a power is complex)
         return super()._print_Pow(expr, rational=rational)
 
@@ -308,7 +309,6 @@ def _python_floats(program: Program, printer: Printer) -> tuple[set[str], set[st
     facts = program.facts
     if facts is None or K.FLOAT not in facts.kinds.values():
         return set(), set()
-    # (until nothing is left that is not one: each name is assigned Python floats only)
     known = {n for n, k in facts.kinds.items() if k == K.FLOAT}
     taken = {n: o for n, o, _ in program.ir.globals}
     math_ok = taken.get("math", math) is math
@@ -342,6 +342,7 @@ def _python_floats(program: Program, printer: Printer) -> tuple[set[str], set[st
                 return python_float(arg)
         return False
 
+    # Every name assumed one, then each dropped that is assigned anything else, until none is.
     while True:
         printer.python_floats = floats
         wrong = set()
