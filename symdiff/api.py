@@ -105,7 +105,8 @@ class Gradient:
         # a value it keeps a Python float may be divided by zero where NumPy's would not
         # raise: the build without the float path runs then, which gives just what the
         # function's own code gives (its own errors too).
-        if spec.floats and not isinstance(error, SymdiffError):
+        if spec.floats and not isinstance(error, SymdiffError) and any(
+                _numbers(k) for _, k in spec.kinds):
             plain = self._build(spec.kinds, floats=False)
             if plain.source != built.source:
                 call = plain.fn if spec.raw is None else self._widening(
@@ -355,9 +356,21 @@ class Gradient:
         return "$$\\begin{aligned}" + " \\\\ ".join(rows) + "\\end{aligned}$$"
 
 
+def _numbers(kind) -> bool:
+    """Whether ``kind`` is, or holds, a Python number (what the float path computes on)."""
+    if isinstance(kind, kinds.Number):
+        return True
+    return any(map(_numbers, getattr(kind, "items", ())))
+
+
 def _numpy_scalar(value):
+    """A Python number as NumPy's; in a tuple, list or dict too (a container's leaves)."""
     if type(value) is int and -2**63 <= value < 2**63:  # (an int stays an int: range(n))
         return np.int64(value)
+    if type(value) in (tuple, list):
+        return type(value)(map(_numpy_scalar, value))
+    if type(value) is dict:
+        return {k: _numpy_scalar(v) for k, v in value.items()}
     return np.float64(value) if type(value) is float else value
 
 

@@ -839,3 +839,20 @@ def test_the_float_path_takes_python_ints_and_gives_a_float_value():
     assert type(value) is float and value == pytest.approx(float(f(np.float64(1.0), 2.0)))
     # (np.float64 keeps NumPy's functions: its value is NumPy's)
     assert type(value_and_grad(f, wrt=(0, 1))(np.float64(1.0), 2.0)[0]) is np.float64
+
+
+def test_the_float_path_in_a_container_falls_back_as_a_float_does():
+    f = load('''
+import numpy as np
+
+def f(d):
+    return np.log(d["x"]) * d["y"]
+''').f
+    g = grad(f)
+    assert "math.log" in g.source_for({"x": 2.0, "y": 3.0})
+    with np.errstate(all="ignore"):
+        for x in (2.0, 0.0, -1.0):
+            floats = g({"x": x, "y": 3.0})
+            scalars = g({"x": np.float64(x), "y": np.float64(3.0)})
+            assert floats.keys() == scalars.keys()
+            assert all(_same(floats[k], scalars[k]) for k in floats)
