@@ -29,6 +29,8 @@ class _Spec:
     kinds: tuple  # (parameter, kinds.Kind), in the order of the parameters
     built: _Built
     call: object  # built.fn, or a function that widens narrow arguments first
+    raw: tuple | None = None  # where call widens: the kinds of the arguments as given
+    floats: bool = True  # built with the float path (math on Python floats)
 
 
 class Gradient:
@@ -99,6 +101,22 @@ class Gradient:
             value, grads = Gradient(self.fun, self.wrt, True, self.as_tuple,
                                     self.has_aux)(*args, **kwargs)
             return (grads, value[1]) if self.has_aux else grads
+        # On Python floats, math raises where NumPy gives nan or inf (math.log(0.0)), and
+        # a value it keeps a Python float may be divided by zero where NumPy's would not
+        # raise: the build without the float path runs then, which gives just what the
+        # function's own code gives (its own errors too).
+        if spec.floats and not isinstance(error, SymdiffError) and any(
+                _numbers(k) for _, k in spec.kinds):
+            plain = self._build(spec.kinds, floats=False)
+            if plain.source != built.source:
+                call = plain.fn if spec.raw is None else self._widening(
+                    plain.fn, spec.raw, floats=False)
+                spec = _Spec(spec.kinds, plain, call, spec.raw, floats=False)
+                try:
+                    return spec.call(*args, **kwargs)
+                except Exception as e:
+                    e.__suppress_context__ = True  # (math's error is not the user's)
+                    return self._failed(e, spec, args, kwargs)
         # Python floats raise where NumPy gives inf or nan (d sqrt(x)/dx at 0): if the
         # derivatives raised (not the function's own code), run again on NumPy floats.
         if isinstance(error, (ZeroDivisionError, OverflowError)) and _in_backward(error, built):
@@ -167,7 +185,7 @@ class Gradient:
         built = self._build(found, stale)
         _defaults(built.fn, self.fun)
         call = built.fn if widened is None else self._widening(built.fn, raw)
-        spec = self._specs[key] = _Spec(found, built, call)
+        spec = self._specs[key] = _Spec(found, built, call, None if widened is None else raw)
         # (a method's self is read, never differentiated: any object, told by its type)
         if not (kwargs or built.refresh or built.guards) and len(args) == self._arity and \
                 all(type(a) in kinds.BY_TYPE for a in args[self._self is not None:]):
@@ -178,7 +196,7 @@ class Gradient:
         return tuple((name, kinds.kind(v)) for name, v in zip(self._names, values, strict=True)
                      if v is not calls.MISSING)
 
-    def _widening(self, fn, raw):
+    def _widening(self, fn, raw, floats=True):
         """``fn`` (built for float64 copies of narrow arguments) called on such copies; the
         build for the arguments' own kinds ``raw`` where the copies raise."""
         signature = self._signature
@@ -188,7 +206,7 @@ class Gradient:
             try:
                 result = fn(*widened[0], **widened[1])
             except Exception:  # an integer that only works as one, as in range(n)
-                built = self._build(raw)
+                built = self._build(raw, floats=floats)
                 _defaults(built.fn, self.fun)
                 return built.fn(*args, **kwargs)
             if not (self.with_value or self.has_aux):
@@ -270,17 +288,17 @@ class Gradient:
         wrt = calls.shifted_back(self.wrt) if self._self is not None else self.wrt
         return f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt {wrt}>"
 
-    def _build(self, found, stale=None) -> _Built:
+    def _build(self, found, stale=None, floats=True) -> _Built:
         options = (self.wrt, self.with_value, self.as_tuple, self.has_aux, found)
         # The code object too: replacing f.__code__ (as autoreload does) is a new f.
-        key = (*options, getattr(self.fun, "__code__", None))
+        key = (*options, getattr(self.fun, "__code__", None), floats)
         try:
             per_fn = _MEMORY.setdefault(self.fun, {})
         except TypeError:  # not weak-referenceable: no memory cache
             per_fn = {}
         built = per_fn.get(key)
         if built is None or built is stale:
-            built = per_fn[key] = _build(self.fun, *options)
+            built = per_fn[key] = _build(self.fun, *options, floats)
         return built
 
     # --- inspection: closed formulas (symdiff.formula) and notebook display ---
@@ -338,9 +356,21 @@ class Gradient:
         return "$$\\begin{aligned}" + " \\\\ ".join(rows) + "\\end{aligned}$$"
 
 
+def _numbers(kind) -> bool:
+    """Whether ``kind`` is, or holds, a Python number (what the float path computes on)."""
+    if isinstance(kind, kinds.Number):
+        return True
+    return any(map(_numbers, getattr(kind, "items", ())))
+
+
 def _numpy_scalar(value):
+    """A Python number as NumPy's; in a tuple, list or dict too (a container's leaves)."""
     if type(value) is int and -2**63 <= value < 2**63:  # (an int stays an int: range(n))
         return np.int64(value)
+    if type(value) in (tuple, list):
+        return type(value)(map(_numpy_scalar, value))
+    if type(value) is dict:
+        return {k: _numpy_scalar(v) for k, v in value.items()}
     return np.float64(value) if type(value) is float else value
 
 

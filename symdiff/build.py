@@ -34,9 +34,11 @@ class _Built:
         object.__setattr__(self, "backward", line)
 
 
-def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_aux=False):
+def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_aux=False,
+                 floats=True):
     """Run the pipeline on a parsed function: returns ``(ir, source)`` of its gradient,
     specialised on ``kinds`` (parameter name -> kinds.Kind; None or a name left out: any).
+    ``floats``: on Python floats, math's functions for NumPy's (``floats.on_floats``).
 
     Used by ``grad`` and by the CLI (which parses files without running them). Any failure
     that is not a located SymdiffError is reported as one, never as a raw traceback.
@@ -44,12 +46,14 @@ def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_
     # SymPy is imported here, on first build, never by a cache hit.
     from .differentiate import differentiate
     from .emit import emit
+    from .floats import on_floats
     from .lower import lower
     from .prune import prune
 
     try:
         ir = lower(parsed, wrt, kinds, has_aux)
-        return ir, emit(prune(differentiate(ir, with_value, as_tuple)))
+        ir = on_floats(ir) if floats else ir
+        return ir, emit(prune(differentiate(ir, with_value, as_tuple)), floats)
     except SymdiffError:
         raise
     except Exception as e:  # a bug of ours: still say where, and not as a SymPy traceback
@@ -60,11 +64,13 @@ def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_
         raise err from None
 
 
-def _build(fun, wrt, with_value, as_tuple, has_aux, found) -> _Built:
+def _build(fun, wrt, with_value, as_tuple, has_aux, found, floats=True) -> _Built:
     from . import cache
 
     # (the kinds as text: a cache key is made of the options' repr)
     options = (wrt, with_value, as_tuple, has_aux, [(n, str(k)) for n, k in found])
+    if not floats:
+        options += ("without the float path",)
     entry = cache.load(fun, options)
     built = _from_entry(fun, entry) if entry is not None else None
     if built is not None:
@@ -74,7 +80,7 @@ def _build(fun, wrt, with_value, as_tuple, has_aux, found) -> _Built:
     from .parse import parse
 
     parsed = _without_default_code(parse(fun))
-    ir, source = build_source(parsed, wrt, with_value, as_tuple, dict(found), has_aux)
+    ir, source = build_source(parsed, wrt, with_value, as_tuple, dict(found), has_aux, floats)
     names = {n: obj for n, obj, _ in ir.globals}
     fn, globs = compile_source(source, "grad_" + ir.name, names, ir.np_alias)
     _defaults(fn, fun)

@@ -6,6 +6,7 @@ import ast
 import builtins
 import hashlib
 import linecache
+import math
 
 import numpy as np
 
@@ -37,6 +38,8 @@ def compile_source(source: str, name: str, names: dict, np_alias: str = "np"):
             globs[free] = getattr(runtime, free)
         elif free in names:
             globs[free] = names[free]
+        elif free == "math":  # (the float path's, where the function has no math of its own)
+            globs[free] = math
     exec(code, globs)
     fn = globs.get(name)
     if fn is None:  # pragma: no cover - emit always defines it

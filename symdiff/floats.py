@@ -3,17 +3,28 @@
 ``differentiate``'s differentiator mixes this in: ``_floats`` makes the values the backward
 sweep computes with floats where the function's own arithmetic would not have wrapped or
 repeated, ``_fold_numbers`` folds adjoints that are one number into the lines that read them.
+
+``on_floats`` is the float path for scalar code: where the kinds say a NumPy function's
+operands are Python numbers, the forward sweep calls ``math``'s function instead (``math.sin``
+takes 50 ns where ``np.sin`` of a float takes 500), so that the values stay Python floats and
+the backward sweep computes with them in ``math`` too (``emit``). ``math`` raises where NumPy
+gives nan or inf with a warning (``math.log(0.0)``): then the call runs again on NumPy floats
+(``api.Gradient._failed``).
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
+import copy
 import dataclasses
+import math
 
 import numpy as np
 import sympy as sp
 
 from . import kinds as K
-from .ir import IR, Eqn, If, symbol
+from .ir import IR, Eqn, If, Loop, symbol
 from .program import Block, Line, _flat, _loads, _rename
 from .rules import call
 
@@ -137,3 +148,133 @@ def _float_dtype(ir: IR) -> str:
                      for k in found):
         return "float32"
     return "float64"
+
+
+# NumPy's elementwise functions that math computes the same on Python floats (up to the
+# last bit; where math raises instead of giving nan or inf, the call runs on NumPy floats).
+# np.sign is not among them (math.copysign differs at 0 and nan), nor np.floor (an int).
+_MATH = {np.sin: "sin", np.cos: "cos", np.tan: "tan", np.arcsin: "asin", np.arccos: "acos",
+         np.arctan: "atan", np.sinh: "sinh", np.cosh: "cosh", np.tanh: "tanh",
+         np.arcsinh: "asinh", np.arccosh: "acosh", np.arctanh: "atanh", np.exp: "exp",
+         np.expm1: "expm1", np.log: "log", np.log2: "log2", np.log10: "log10",
+         np.log1p: "log1p", np.sqrt: "sqrt", np.arctan2: "atan2", np.hypot: "hypot",
+         np.deg2rad: "radians", np.rad2deg: "degrees", np.radians: "radians",
+         np.degrees: "degrees", np.abs: "abs"}
+FROM_NUMPY = "_symdiff_from_numpy"  # set on a call node made here: math's, for NumPy's
+
+
+def on_floats(ir: IR) -> IR:
+    """``ir`` with each call of a NumPy function in ``_MATH`` whose operands are Python
+    numbers (by the kinds) made a call of math's (``abs`` for np.abs), in the forward sweep.
+
+    >>> # np.sin(x * y) of Python floats x, y: math.sin(x * y)
+    """
+    from .shapes import _function, facts
+
+    if not any(isinstance(k, K.Number) for k in ir.kinds.values()) or _fractional_powers(
+            ir.eqns):
+        return ir
+    functions = {name: obj for name, obj, _ in ir.globals}
+    usable = {name for name, own in (("math", math), ("abs", builtins.abs))
+              if name not in ir.user_names or functions.get(name) is own}
+    wanted = {}  # id(call node) -> the math function's name
+    constants = {}  # id(np.pi, np.e) -> math's (the same Python float, read from math)
+    for node in _calls(ir.eqns):
+        if isinstance(node, ast.Attribute):
+            if "math" in usable and isinstance(node.value, ast.Name) and \
+                    node.value.id == ir.np_alias and node.attr in ("pi", "e"):
+                constants[id(node)] = node.attr
+            continue
+        name = _MATH.get(_function(node.func, functions, ir.np_alias))
+        if name is not None and not node.keywords and (
+                "abs" if name == "abs" else "math") in usable and not any(
+                isinstance(a, ast.Starred) for a in node.args):
+            wanted[id(node)] = name
+    # Made where every operand is a Python number, as the kinds say once they are made:
+    # until none is left that is not (one left out may make others' operands NumPy's).
+    before = facts(ir).kinds
+    while wanted or constants:
+        made, nodes = _rewritten(ir, wanted, constants)
+        known = facts(made)
+        wrong = {key for key, node in nodes.items() if not all(
+            isinstance(known.kind_of(a), K.Number) for a in node.args)}
+        if not wrong:
+            # (a value the function uses as NumPy's, np.exp(x).item(): no float path)
+            return made if set(before) <= set(known.kinds) else ir
+        wanted = {key: name for key, name in wanted.items() if key not in wrong}
+    return ir
+
+
+def _fractional_powers(items) -> bool:
+    """Whether a ``**`` of the function may raise a value that NumPy made to a power that
+    is not a whole number: of a negative Python float, that is a complex number (NumPy's
+    float64 gives nan), so such a function keeps NumPy's floats."""
+    for node in _nodes(items):
+        if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Pow):
+            continue
+        exponent = node.right.operand if isinstance(node.right, ast.UnaryOp) and isinstance(
+            node.right.op, (ast.USub, ast.UAdd)) else node.right
+        if not (isinstance(exponent, ast.Constant) and type(exponent.value) in (int, float)
+                and float(exponent.value).is_integer()):
+            return True
+    return False
+
+
+def _nodes(items):
+    for item in items:
+        if isinstance(item, Eqn):
+            yield from ast.walk(item.code)
+        elif isinstance(item, If):
+            yield from _nodes(item.then)
+            yield from _nodes(item.orelse)
+        elif isinstance(item, Loop):
+            yield from ast.walk(item.header)
+            yield from _nodes(item.body)
+
+
+def _calls(items):
+    """Every call (and attribute) node of the elementwise equations of ``items`` (in
+    branches and loops too)."""
+    for item in items:
+        if isinstance(item, Eqn):
+            if item.kind == "elementwise":
+                yield from (n for n in ast.walk(item.code)
+                            if isinstance(n, (ast.Call, ast.Attribute)))
+        elif isinstance(item, If):
+            yield from _calls(item.then)
+            yield from _calls(item.orelse)
+        elif isinstance(item, Loop):
+            yield from _calls(item.body)
+
+
+def _rewritten(ir: IR, wanted: dict, constants: dict):
+    """``ir`` with the calls ``wanted`` names made math's, and the ``constants`` read from
+    math; and id(original call) -> its new node."""
+    nodes = {}
+
+    def items(seq):
+        return tuple(item(i) for i in seq)
+
+    def item(i):
+        if isinstance(i, If):
+            return dataclasses.replace(i, then=items(i.then), orelse=items(i.orelse))
+        if isinstance(i, Loop):
+            return dataclasses.replace(i, body=items(i.body))
+        if not any(id(n) in wanted or id(n) in constants for n in ast.walk(i.code)):
+            return i
+        code = copy.deepcopy(i.code)
+        twins = dict(zip(map(id, ast.walk(i.code)), ast.walk(code), strict=True))
+        for key, name in wanted.items():
+            node = twins.get(key)
+            if node is not None:
+                node.func = ast.Name("abs", ast.Load()) if name == "abs" else \
+                    ast.Attribute(ast.Name("math", ast.Load()), name, ast.Load())
+                setattr(node, FROM_NUMPY, True)
+                nodes[key] = node
+        for key in constants:
+            if key in twins:
+                twins[key].value = ast.Name("math", ast.Load())
+        calls = tuple((e, twins.get(id(n), n)) for e, n in i.calls)
+        return dataclasses.replace(i, code=code, calls=calls)
+
+    return dataclasses.replace(ir, eqns=items(ir.eqns)), nodes

@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from . import kinds as K
+from .floats import FROM_NUMPY
 from .ir import Eqn
 from .program import _IDENT, Block, Line, Program, _flat, _loads
 from .shapes import facts, numpy_guard, sources
@@ -95,6 +97,8 @@ def _stand_in(eqn: Eqn, ir, known, certain, stand_ins, must_run):
         guard = () if function or a in certain else (a,)
         reads = (a,)
         checks = axis is not None or a not in certain  # an axis; or a that may not fit
+    elif eqn.kind == "elementwise" and _cannot_raise(eqn.code, known):
+        return  # (not needed, and nothing to check: it goes)
     elif eqn.kind in ("elementwise", "stop_gradient"):
         found_guard = numpy_guard(eqn, certain, ir, known)
         guard = found_guard and found_guard[0]
@@ -110,6 +114,26 @@ def _stand_in(eqn: Eqn, ir, known, certain, stand_ins, must_run):
         must_run.add(eqn.out)
         return
     stand_ins[eqn.out] = (stand_in, reads, bool(guard), checks)
+
+
+def _cannot_raise(node, known) -> bool:
+    """Whether code of Python floats cannot raise: + - * of them, and math's functions
+    where the function called NumPy's (where they raise, the gradient runs again without
+    them: see ``floats.on_floats``)."""
+    match node:
+        case ast.Constant(value=float() | int() as value):
+            return abs(value) < 2.0 ** 1000  # (an int larger than a float raises)
+        case ast.Name(id=name):
+            return known.kind(name) == K.FLOAT
+        case ast.BinOp(op=ast.Add() | ast.Sub() | ast.Mult()):
+            return _cannot_raise(node.left, known) and _cannot_raise(node.right, known)
+        case ast.UnaryOp(op=ast.USub() | ast.UAdd()):
+            return _cannot_raise(node.operand, known)
+        case ast.Attribute(value=ast.Name(id="math"), attr="pi" | "e"):
+            return True
+        case ast.Call(keywords=[]) if getattr(node, FROM_NUMPY, False):
+            return all(_cannot_raise(a, known) for a in node.args)
+    return False
 
 
 def _live(lines, needed: set[str], shapes=(), shape_only=None, must_run=(),

@@ -624,3 +624,8 @@ def _linspace_grad(g, start, stop, num, endpoint, dtype, axis, which):
     share = np.tensordot(t if which else 1.0 - t, np.moveaxis(np.asarray(g), axis, 0),
                          axes=(0, 0))
     return _unbroadcast(share, x)
+
+
+def _sign(x):
+    """``np.sign`` of a Python float, as a Python float (0.0 at 0 and -0, nan at nan)."""
+    return 1.0 if x > 0 else -1.0 if x < 0 else x + 0.0

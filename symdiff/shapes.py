@@ -288,9 +288,26 @@ def _safe(obj) -> bool:
                               and not module.startswith("numpy.random"))
 
 
-# What loop headers and shapes call, where the function has no name of its own for them.
+# What loop headers and shapes call, where the function has no name of its own for them
+# (and math, which floats.on_floats calls for NumPy's functions on Python floats).
 _BUILTINS = {f.__name__: f for f in (range, len, int, float, bool, abs, min, max, round,
-                                     enumerate, zip, next, iter, tuple, list)}
+                                     enumerate, zip, next, iter, tuple, list)} | {"math": math}
+
+
+class _LenientMath:
+    """The math module, whose functions give nan where math raises (for kinds alone)."""
+
+    def __getattr__(self, name):
+        found = getattr(math, name)
+        if not callable(found):
+            return found
+
+        def lenient(*args):
+            try:
+                return found(*args)
+            except (ValueError, OverflowError):
+                return math.nan
+        return lenient
 _UNSAFE_BUILTINS = (print, input, open, exec, eval, compile, breakpoint, __import__,
                     setattr, delattr, globals, locals, vars, exit, quit, help)
 
@@ -323,12 +340,16 @@ def _evaluate(node, samples, functions):
         return None
     # An array of any ndim is a 1-d sample; where the code needs more axes (an axis=1),
     # a 4-d one.
-    for attempt in (samples, {k: np.ones((1,) * 4, v.dtype).view(_AnyAxes)
-                              if isinstance(v, _AnyAxes) else v for k, v in samples.items()}):
+    # Last, math's functions give nan where the sample is out of their domain (math.log(x
+    # - y) at x = y): the value is a float all the same.
+    wide = {k: np.ones((1,) * 4, v.dtype).view(_AnyAxes) if isinstance(v, _AnyAxes) else v
+            for k, v in samples.items()}
+    lenient = {k: _LenientMath() if v is math else v for k, v in functions.items()}
+    for attempt, names in ((samples, functions), (wide, functions), (samples, lenient)):
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                value = eval(code, {"__builtins__": {}, **functions},  # noqa: S307
+                value = eval(code, {"__builtins__": {}, **names},  # noqa: S307
                              {k: copy.copy(v) for k, v in attempt.items()})
         except Exception:
             continue

@@ -718,3 +718,141 @@ def test_list_arithmetic_on_a_differentiated_list_is_refused(name):
 def test_a_list_repeated_by_np_tile_is_differentiated():
     x = np.array([0.5, -1.0, 2.0, 3.0])
     np.testing.assert_allclose(grad(LISTED.tiled, wrt=1)(x, [1.0, 2.0]), [4.5, 0.0])
+
+
+# --- the float path: math's functions on Python floats (floats.on_floats) ---
+
+FLOATS = load('''
+import math
+import numpy as np
+
+def newton(M, e):
+    E = M
+    step = 1.0
+    while abs(step) > 1e-12:
+        step = (E - e * np.sin(E) - M) / (1.0 - e * np.cos(E))
+        E = E - step
+    return np.cos(E) - e
+
+def mixed(x, y):
+    a = np.tanh(x * y) + np.arctan2(y, x) * np.exp(-x * x)
+    b = np.sqrt(x * x + y * y) * np.abs(a) + np.log1p(y * y)
+    if a > 0:
+        b = b * np.cosh(0.1 * x)
+    return np.arcsinh(b) + np.pi * np.hypot(x, a)
+
+def logs(x, y):
+    return np.log(x) + np.sqrt(y)
+
+def big(x, y):
+    return np.exp(x) * y
+
+def divided(x, y):
+    return 1.0 / np.sin(x) + y
+
+def own(x, y):
+    return 1.0 / x + np.sin(y)
+
+def own_math(x, y):
+    return math.log(x) + np.sin(y)
+''')
+
+
+def _float_kinds(f, args):
+    """The gradient of f at args: Python floats, NumPy float64 scalars, 0-d arrays."""
+    g = grad(f, wrt=(0, 1))
+    with np.errstate(all="ignore"):
+        return (g(*args), g(*map(np.float64, args)), g(*(np.array(a) for a in args)))
+
+
+def _same(a, b):
+    return np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float),
+                          equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["newton", "mixed"])
+def test_the_float_path_agrees_with_numpy_scalars_and_0d_arrays(name):
+    f = getattr(FLOATS, name)
+    rng = np.random.default_rng(7)
+    source = grad(f, wrt=(0, 1)).source_for(0.5, 0.25)
+    code = "\n".join(line.split("#")[0] for line in source.split('"""')[2].splitlines())
+    assert "math.sin" in code or "math.tanh" in code
+    assert not any(h in code for h in ("_fit", "_unbroadcast", "_plus", "_add_to",
+                                       "_shape_of", "np."))
+    for _ in range(10):
+        args = (float(rng.uniform(0.2, 2.0)), float(rng.uniform(0.05, 0.9)))
+        floats, scalars, arrays = _float_kinds(f, args)
+        assert all(type(v) is float for v in floats)
+        assert all(isinstance(v, np.ndarray) and v.shape == () for v in arrays)
+        np.testing.assert_allclose(floats, scalars, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(floats, arrays, rtol=1e-12, atol=1e-15)
+        check_grad(f, args, wrt=(0, 1))
+
+
+@pytest.mark.parametrize("name, args", [
+    ("logs", (0.0, 1.0)),  # math.log(0.0) raises: np.log gives -inf, d/dx inf
+    ("logs", (-1.0, 1.0)),  # a domain error in the forward sweep: nan
+    ("logs", (1.0, 0.0)),  # d sqrt(y)/dy at 0: 1/0 in the backward sweep
+    ("big", (1000.0, 1.0)),  # math.exp overflows where np.exp gives inf
+    ("divided", (0.0, 1.0)),  # 1.0 / np.sin(x) of NumPy's 0.0: inf, not ZeroDivisionError
+])
+def test_where_math_raises_the_float_path_gives_what_numpy_gives(name, args):
+    f = getattr(FLOATS, name)
+    assert "math." in grad(f, wrt=(0, 1)).source_for(*args)
+    floats, scalars, arrays = _float_kinds(f, args)
+    assert _same(floats, scalars) and _same(floats, arrays)
+    with np.errstate(all="ignore"):  # (again: now from the specialisations built)
+        assert _same(grad(f, wrt=(0, 1))(*args), scalars)
+        value, _ = value_and_grad(f, wrt=(0, 1))(*args)
+        assert _same(value, f(*args))
+
+
+@pytest.mark.parametrize("name, error", [("own", ZeroDivisionError),
+                                         ("own_math", ValueError)])
+def test_the_functions_own_errors_on_floats_still_raise(name, error):
+    f = getattr(FLOATS, name)
+    with pytest.raises(error):
+        f(0.0, 1.0)
+    with pytest.raises(error):
+        grad(f, wrt=(0, 1))(0.0, 1.0)
+
+
+def test_a_fractional_power_keeps_numpy_floats():
+    # (-0.5) ** 1.5 of a Python float is a complex number; of np.sin's float64, nan.
+    f = load('''
+import numpy as np
+
+def f(x):
+    return np.sin(x) ** 1.5
+''').f
+    assert "math." not in grad(f).source_for(-0.5)
+    with np.errstate(all="ignore"):
+        assert np.isnan(grad(f)(-0.5))
+
+
+def test_the_float_path_takes_python_ints_and_gives_a_float_value():
+    f = FLOATS.mixed
+    floats = grad(f, wrt=(0, 1))(1.0, 2.0)
+    assert grad(f, wrt=(0, 1))(1, 2) == floats
+    assert grad(f, wrt=(0, 1))(True, 2) == floats
+    value, _ = value_and_grad(f, wrt=(0, 1))(1.0, 2.0)
+    assert type(value) is float and value == pytest.approx(float(f(np.float64(1.0), 2.0)))
+    # (np.float64 keeps NumPy's functions: its value is NumPy's)
+    assert type(value_and_grad(f, wrt=(0, 1))(np.float64(1.0), 2.0)[0]) is np.float64
+
+
+def test_the_float_path_in_a_container_falls_back_as_a_float_does():
+    f = load('''
+import numpy as np
+
+def f(d):
+    return np.log(d["x"]) * d["y"]
+''').f
+    g = grad(f)
+    assert "math.log" in g.source_for({"x": 2.0, "y": 3.0})
+    with np.errstate(all="ignore"):
+        for x in (2.0, 0.0, -1.0):
+            floats = g({"x": x, "y": 3.0})
+            scalars = g({"x": np.float64(x), "y": np.float64(3.0)})
+            assert floats.keys() == scalars.keys()
+            assert all(_same(floats[k], scalars[k]) for k in floats)

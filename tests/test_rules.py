@@ -1335,3 +1335,33 @@ def g(a, b):
     assert source.count("np.sqrt(") == 2  # the forward's and its comment's
     check_grad(g_, (0.4, 0.9), wrt=(0, 1))
     check_grad(g_, (np.float64(1.3), 0.2), wrt=(0, 1))
+# --- the float path: each NumPy function that math computes on Python floats ---
+
+def _math_table():
+    from symdiff.floats import _MATH
+
+    return sorted(fn.__name__ for fn in _MATH)
+
+
+@pytest.mark.parametrize("name", _math_table())
+def test_math_for_numpy_on_floats_gives_numpys_gradient(name):
+    two = getattr(np, name).nin == 2
+    f = load(f'''
+import numpy as np
+
+def f(x, y):
+    return np.{name}({"x, y" if two else "x * y"}) * y
+''').f
+    g = grad(f, wrt=(0, 1))
+    assert "math." in g.source_for(0.5, 0.25) or "abs(" in g.source_for(0.5, 0.25)
+    # (inside the domain; at its edges, where math raises; outside it)
+    for args in [(0.5, 0.25), (0.3, -0.7), (0.0, 1.0), (1.0, 1.0), (-1.0, 1.0), (1e3, 1.0),
+                 (2.0, 1.0), (-0.0, 0.0)]:
+        with np.errstate(all="ignore"):
+            floats = g(*args)
+            scalars = g(*map(np.float64, args))
+            arrays = g(*map(np.array, args))
+        assert all(type(v) is float for v in floats)
+        for a, b in ((floats, scalars), (floats, arrays)):
+            np.testing.assert_allclose(np.array(a, dtype=float), np.array(b, dtype=float),
+                                       rtol=1e-13, atol=0, equal_nan=True)
