@@ -102,7 +102,7 @@ def grad_loss(x, t):
     # grad of line 17: return np.log(np.sum(np.exp(z))) - np.sum(t * z)
     d_t1 = (1/_t1)
     dz = _unbroadcast(-t, z, (t, z))
-    dz = _add_to(dz, _t0*d_t1)
+    dz = _add_to(dz, _times(_t0, d_t1))
     # grad of line 16: z = x - stop_gradient(np.max(x))
     dx = dz
     return _fit(dx, x)
