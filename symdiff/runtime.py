@@ -142,9 +142,35 @@ def _fit(g, x, copy=False):
         value = np.asarray(g, dtype=dtype).reshape(())
         return float(value) if dtype is np.float64 else value[()]
     if (not copy and type(g) is np.ndarray and g.dtype == dtype
-            and g.shape == np.shape(x) and g.flags.owndata and g.flags.writeable):
+            and g.shape == np.shape(x) and g.flags.writeable
+            and (g.flags.owndata or _sole_view(g))):
         return g  # computed here, for this gradient alone: no copy needed
     return np.array(np.broadcast_to(g, np.shape(x)), dtype=dtype)
+
+
+# (sys.getrefcount, by an assignment that exported gradients copy with the helpers)
+_getrefcount = __import__("sys").getrefcount
+
+
+def _base_refs(g):
+    return _getrefcount(g.base)
+
+
+# What _base_refs counts for a view that alone holds the array it views (the same call
+# counted by the same interpreter, whatever its version counts for a call's arguments).
+_SOLE_REFS = _base_refs(np.empty(2).reshape(1, 2))
+
+
+def _sole_view(g):
+    """Whether the view ``g`` is all of an array that nothing else holds, in order (as
+    np.reshape of a product computed in the gradient): then nothing else can see its
+    entries, and it is the caller's as much as a new array would be."""
+    base = g.base
+    if not (type(base) is np.ndarray and base.flags.owndata and g.flags.c_contiguous and
+            g.nbytes == base.nbytes):
+        return False
+    del base  # (counted as _SOLE_REFS was: held by the view alone)
+    return _base_refs(g) <= _SOLE_REFS
 
 
 def _not_in_place(value, message, hint, *others):
@@ -183,10 +209,11 @@ def _axes(axis, ndim):
 
 def _unreduce(g, x, axis=None, keepdims=False):
     """Spread the adjoint of a reduction of ``x`` over ``axis`` back to x's shape."""
-    if not keepdims and np.ndim(x):
-        g = np.reshape(g, [1 if i in _axes(axis, np.ndim(x)) else n
-                           for i, n in enumerate(np.shape(x))])
-    return np.broadcast_to(g, np.shape(x))
+    shape = np.shape(x)
+    if not keepdims and shape:
+        axes = _axes(axis, len(shape))
+        g = np.reshape(g, tuple(1 if i in axes else n for i, n in enumerate(shape)))
+    return np.broadcast_to(g, shape)
 
 
 class _Shape:
@@ -484,7 +511,13 @@ def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
 
 def _scatter(g, x, index):
     """The adjoint of ``x[index]``: ``g`` placed at ``index`` in zeros; repeats accumulate."""
-    out = np.zeros_like(x, dtype=np.result_type(x, g, np.float64))
+    dtype = np.result_type(x, g, np.float64)
+    if type(g) is np.ndarray and g.dtype == dtype and _whole(index) and \
+            [n for n in g.shape if n != 1] == [n for n in np.shape(x) if n != 1]:
+        # x[:, None, :] is all of x, in order, with axes of 1 inserted: its adjoint is g
+        # with those axes taken out (a view; _fit and the in-place helpers copy it as needed)
+        return g.reshape(np.shape(x))
+    out = np.zeros_like(x, dtype=dtype)
     if _integer_index(index):
         np.add.at(out, index, g)
     else:
@@ -503,6 +536,8 @@ def _own(acc):
 
 def _holds(acc, g):
     """Whether ``acc op= g`` keeps ``acc``'s shape and dtype, in an array of its own."""
+    if type(g) is float:  # (a number: NumPy's shape and type machinery takes microseconds)
+        return _own(acc) and acc.dtype.kind in "fc"
     return _own(acc) and isinstance(g, _NUMERIC) and (
         np.shape(g) == acc.shape or np.ndim(g) == 0) and np.result_type(acc, g) == acc.dtype
 
@@ -536,6 +571,13 @@ def _scatter_add(acc, g, x, index):
             acc[index] += g
         return acc
     return acc + _scatter(g, x, index)
+
+
+def _whole(index):
+    """Whether the basic index ``index`` takes every entry, in order: only full slices,
+    ``None`` (a new axis of 1) and ``...``."""
+    return all(i is None or i is Ellipsis or type(i) is slice and i == slice(None)
+               for i in index)
 
 
 def _integer_index(index):
