@@ -45,37 +45,46 @@ def _unbroadcast(g, x, like=None):
     if gs == xs:
         return g
     lead = len(gs) - len(xs)
-    # The axes of g to sum over: those x lacks, and those where x has 1 and g more.
-    axes = tuple(range(lead)) + tuple(
-        i + lead for i, n in enumerate(xs) if n == 1 and i + lead >= 0 and gs[i + lead] != 1)
+    # The axes of g to sum over: those x lacks, and those where x has 1 and g more; the
+    # others, kept; and x's shape before spreading: 1 where g is summed or has no axis.
+    axes = list(range(lead))
+    kept = []
+    shape = []
+    for i, n in enumerate(xs):
+        j = i + lead
+        if j < 0:
+            shape.append(1)
+        elif n == 1 and gs[j] != 1:
+            axes.append(j)
+            shape.append(1)
+        else:
+            kept.append(j)
+            shape.append(gs[j])
+    shape = tuple(shape)
     if not axes:
         # g is smaller than x (x was broadcast against nothing larger): spread it out.
         return np.broadcast_to(g, xs)
-    # x's shape before spreading: g's kept axes, 1 where g is summed or x has more axes.
-    shape = tuple(1 if i + lead < 0 or i + lead in axes else gs[i + lead]
-                  for i in range(len(xs)))
     if not shape:
         g = np.add.reduce(g, axis=None)  # a NumPy scalar, as np.sum gives
     elif type(g) is np.ndarray and g.dtype in _SUMMED_FAST:
-        g = _sum_axes(g, axes, shape)
+        g = _sum_axes(g, tuple(axes), kept, shape)
     else:  # (np.sum's dtypes: an integer adjoint is summed in the platform's integer)
-        g = np.reshape(np.sum(g, axis=axes), shape)
+        g = np.reshape(np.sum(g, axis=tuple(axes)), shape)
     return g if shape == xs else np.broadcast_to(g, xs)
 
 
 _SUMMED_FAST = (np.dtype(np.float64), np.dtype(np.float32))
 
 
-def _sum_axes(g, axes, shape):
-    """The float array ``g`` summed over ``axes`` into a new array of ``shape`` (g's other
-    axes, with ones), by the cheapest NumPy call that is exact up to rounding."""
+def _sum_axes(g, axes, kept, shape):
+    """The float array ``g`` summed over ``axes`` into a new array of ``shape`` (its
+    ``kept`` axes, with ones), by the cheapest NumPy call that is exact up to rounding."""
     out = np.empty(shape, dtype=g.dtype)
-    kept = [i for i in range(g.ndim) if i not in axes]
     into = out.reshape([g.shape[i] for i in kept])  # (a view of out: out is contiguous)
     inner = 1
     for n in g.shape[axes[-1] + 1:]:
         inner *= n
-    if inner == 1 or inner >= 400:
+    if inner == 1 or inner >= 400 or g.ndim > 26:
         # Along the last axis np.add.reduce sums pairwise (einsum would not); over leading
         # axes with long rows left it adds whole rows, as fast as anything.
         np.add.reduce(g, axis=axes, out=into)
