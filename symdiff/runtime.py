@@ -526,6 +526,16 @@ def _scatter(g, x, index):
         # x[:, None, :] is all of x, in order, with axes of 1 inserted: its adjoint is g
         # with those axes taken out (a view; _fit and the in-place helpers copy it as needed)
         return g.reshape(np.shape(x))
+    if len(index) == 1 and type(index[0]) is slice and np.ndim(x):
+        start, stop, step = index[0].indices(np.shape(x)[0])
+        if step == 1:
+            # x[1:], x[:-1]: a run of rows; only the others need zeros (np.zeros would
+            # write every entry, and then the run again)
+            out = np.empty(np.shape(x), dtype=dtype)
+            out[:start] = 0.0
+            out[start:stop] = g
+            out[max(start, stop):] = 0.0
+            return out
     out = np.zeros_like(x, dtype=dtype)
     if _integer_index(index):
         np.add.at(out, index, g)

@@ -860,3 +860,23 @@ def test_a_reshaped_product_is_handed_out_without_a_copy_only_when_nothing_else_
     other = two.reshape(5, 3)  # a second view of the same product
     assert _fit(two, np.zeros(15)) is not two
     assert _fit(other, np.zeros((5, 3))) is not other
+
+
+@pytest.mark.parametrize("shape", [(7,), (7, 3), (1,), (0,), (0, 2), (5, 2, 2)])
+def test_the_adjoint_of_a_slice_is_zeros_with_the_adjoint_in_its_rows(shape):
+    # a run of rows is placed in an array whose other rows only are zeroed: every slice
+    # (negative, empty, past the ends, with a step) gives np.zeros with g assigned
+    from symdiff.runtime import _scatter
+
+    x = np.zeros(shape)
+    rng = np.random.default_rng(3)
+    bounds = [None, 0, 1, 3, -1, -3, 9, -9]
+    for start, stop, step in [(a, b, c) for a in bounds for b in bounds for c in (None, 2, -1)]:
+        index = np.index_exp[start:stop:step]
+        for g in (rng.standard_normal(x[index].shape), 2.5,
+                  np.ones(x[index].shape, dtype=np.float32)):
+            want = np.zeros(shape)
+            want[index] = g
+            got = _scatter(g, x, index)
+            assert got.dtype == np.float64
+            np.testing.assert_array_equal(got, want, err_msg=str(index))
