@@ -22,17 +22,20 @@ time that the array can hold the result; Python numbers take the plain operators
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 
+import numpy as np
 import sympy as sp
 
 from . import kinds as K
-from .algebra import SumDown, by_value, cse, decimals, in_place, reuse_value, whole_floats
+from .algebra import SumDown, Times, by_value, cse, decimals, in_place, reuse_value, whole_floats
 from .control import Control, _mark_active, _reaching, _Scope
 from .errors import SymdiffError
 from .floats import Floats, _float_dtype
 from .ir import IR, Eqn, If, Names, symbol
-from .program import Line, Program, _fold_settles
+from .program import Line, Program, _flat, _fold_settles, _rename
+from .prune import _uses
 from .shapes import facts, sources
 from .unflowed import _NONE, _NOTHING, _Unflowed
 
@@ -56,6 +59,8 @@ class _Differentiator(Control, Floats):
         self.dtype = _float_dtype(ir)
         self.temp_kinds: dict[str, object] = {}  # hoisted parts of expressions: their kinds
         self.constant_parts: set[str] = set()  # of those, the ones without gradient
+        self.spendable = _spendable(ir)
+        self.spent: set[str] = set()  # of those, the ones a product is computed in
         _mark_active(ir.eqns, self.active)
         # Only what reaches the result gets an adjoint: dead code's local derivative may be
         # nan or inf at the point (np.std of equal entries), and 0 * nan is nan.
@@ -80,6 +85,7 @@ class _Differentiator(Control, Floats):
         backward = _Unflowed(set(self.adj.values())).sweep(
             self._fold_numbers(_fold_settles(backward)), flowed)
         backward, floats = self._floats(backward)
+        backward = _unspend(backward, self.spent)
         forward = self._forward(self.ir.eqns)
         grads = tuple((p, self.adj[p] if p in top.defined and
                        flowed.get(self.adj[p]) != _NONE else None) for p in self.ir.wrt)
@@ -286,6 +292,15 @@ class _Differentiator(Control, Floats):
                 eqn.out not in self.views and scope.parent is None and \
                 self._made_by_arrays(eqn.out):
             replacements, reduced = in_place(dv, replacements, reduced)
+        if eqn.out in self.spendable and scope.parent is None and \
+                self._made_by_arrays(eqn.out) and not any(
+                    e.has(Times) for e in [v for _, v in replacements] + list(reduced)):
+            # Nothing reads the value after its own step (as softmax's E in E * dE): a
+            # product with it is computed in its array, rather than in a new one.
+            done = in_place(symbol(eqn.out), replacements, reduced)
+            if done != (replacements, reduced):
+                self.spent.add(eqn.out)
+                replacements, reduced = done
         for t, value in replacements:
             group.append(Line(t.name, value, eqn.where))
         # v's adjoint handed on as it is to one operand alone (dZ = dS for S = Z - m) is
@@ -377,6 +392,83 @@ class _Differentiator(Control, Floats):
                 code = op.vjp[param].format(g=g, out=eqn.out,
                                             np=self.ir.np_alias, i=position, **fields)
                 self._accumulate(name, code, scope, group, eqn.where)
+
+
+# Array operations whose result is a new array, never a view of an operand nor an operand.
+_NEW_ARRAYS = {"np.sum", "np.mean", "np.prod", "np.max", "np.min", "np.var", "np.std",
+               "np.linalg.norm", "np.matmul", "np.dot", "np.inner", "np.outer", "np.trace",
+               "np.concatenate", "np.stack", "np.hstack", "np.vstack", "np.tile", "np.where"}
+
+
+def _spendable(ir: IR) -> set[str]:
+    """The values whose array the backward sweep may write into once the equation that
+    made them is differentiated: made new (arithmetic, a NumPy ufunc) by a statement
+    outside loops and branches, and read elsewhere only by operations that make new arrays
+    of their own (so no alias or view of the value lives on), not returned, no aux."""
+    if ir.aux:
+        return set()
+    top = [e for e in ir.eqns if isinstance(e, Eqn)]
+    made = {e.out for e in top if e.kind == "elementwise" and _makes_new(e.code, ir.np_alias)}
+    for e in top:
+        if not (e.kind == "elementwise" and not e.expr.is_Atom or
+                e.kind == "array" and e.op.names[0] in _NEW_ARRAYS):
+            made -= set(e.inputs) | _names(e.code)
+    for item in ir.eqns:
+        if not isinstance(item, Eqn):
+            made -= _names(item)
+    return made - {ir.result}
+
+
+def _makes_new(code, np_alias) -> bool:
+    """Whether ``code`` certainly evaluates to a new array (or a number), never an alias
+    of one of its operands (as ``x if c else y`` or ``np.asarray(x)`` may)."""
+    if isinstance(code, ast.BinOp):
+        return True
+    if isinstance(code, ast.UnaryOp):
+        return isinstance(code.op, ast.USub)
+    if isinstance(code, ast.Call) and isinstance(code.func, ast.Attribute) and \
+            isinstance(code.func.value, ast.Name) and code.func.value.id == np_alias:
+        return isinstance(getattr(np, code.func.attr, None), np.ufunc)
+    return False
+
+
+def _names(item) -> set[str]:
+    """Every name an IR item (a statement, a branch, a loop, any code in them) mentions."""
+    if isinstance(item, ast.AST):
+        return {n.id for n in ast.walk(item) if isinstance(n, ast.Name)}
+    if isinstance(item, str):
+        return {item}
+    if isinstance(item, (tuple, list)):
+        return set().union(*map(_names, item))
+    if dataclasses.is_dataclass(item):
+        return _names([getattr(item, f.name) for f in dataclasses.fields(item)
+                       if f.name not in ("where", "expr", "calls", "op")])
+    return set()
+
+
+def _unspend(lines, spent) -> list:
+    """``lines`` with each product computed in a spent value's array (``_times(v, f)``)
+    made a plain product again unless nothing else reads the value for more than its
+    shape, and no line before it may hold the value's array (``dx = v``)."""
+    for name in spent:
+        v = symbol(name)
+        at = [i for i, line in enumerate(lines) if isinstance(line, Line) and isinstance(
+            line.value, sp.Basic) and any(t.args[0] == v for t in line.value.atoms(Times))]
+        if len(at) == 1 and not any(_may_hold(line, v) for line in lines[:at[0]]) and \
+                name not in _uses(lines[at[0] + 1:])[0]:
+            continue
+        undo = {t: t.args[0] * t.args[1] for line in _flat(lines) if isinstance(
+            line, Line) and isinstance(line.value, sp.Basic)
+            for t in line.value.atoms(Times) if t.args[0] == v}
+        lines = _rename(lines, undo)
+    return lines
+
+
+def _may_hold(line, v) -> bool:
+    """Whether a backward line's result may be the array of ``v`` or a view of it."""
+    if isinstance(line, Line) and isinstance(line.value, sp.Basic):
+        return line.value == v or any(s.args[0] == v for s in line.value.atoms(SumDown))
+    return v.name in _uses([line])[0]
 
 
 def _is_call(code, name: str) -> bool:

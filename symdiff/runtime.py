@@ -45,15 +45,54 @@ def _unbroadcast(g, x, like=None):
     if gs == xs:
         return g
     lead = len(gs) - len(xs)
-    if lead > 0:
-        g = np.sum(g, axis=tuple(range(lead)))
-    axes = tuple(i for i, n in enumerate(xs) if n == 1 and np.shape(g)[i] != 1)
-    if axes:
-        g = np.sum(g, axis=axes, keepdims=True)
-    if np.shape(g) != xs:
+    # The axes of g to sum over: those x lacks, and those where x has 1 and g more; the
+    # others, kept; and x's shape before spreading: 1 where g is summed or has no axis.
+    axes = list(range(lead))
+    kept = []
+    shape = []
+    for i, n in enumerate(xs):
+        j = i + lead
+        if j < 0:
+            shape.append(1)
+        elif n == 1 and gs[j] != 1:
+            axes.append(j)
+            shape.append(1)
+        else:
+            kept.append(j)
+            shape.append(gs[j])
+    shape = tuple(shape)
+    if not axes:
         # g is smaller than x (x was broadcast against nothing larger): spread it out.
-        g = np.broadcast_to(g, xs)
-    return g
+        return np.broadcast_to(g, xs)
+    if not shape:
+        g = np.add.reduce(g, axis=None)  # a NumPy scalar, as np.sum gives
+    elif type(g) is np.ndarray and g.dtype in _SUMMED_FAST:
+        g = _sum_axes(g, tuple(axes), kept, shape)
+    else:  # (np.sum's dtypes: an integer adjoint is summed in the platform's integer)
+        g = np.reshape(np.sum(g, axis=tuple(axes)), shape)
+    return g if shape == xs else np.broadcast_to(g, xs)
+
+
+_SUMMED_FAST = (np.dtype(np.float64), np.dtype(np.float32))
+
+
+def _sum_axes(g, axes, kept, shape):
+    """The float array ``g`` summed over ``axes`` into a new array of ``shape`` (its
+    ``kept`` axes, with ones), by the cheapest NumPy call that is exact up to rounding."""
+    out = np.empty(shape, dtype=g.dtype)
+    into = out.reshape([g.shape[i] for i in kept])  # (a view of out: out is contiguous)
+    inner = 1
+    for n in g.shape[axes[-1] + 1:]:
+        inner *= n
+    if inner == 1 or inner >= 400 or g.ndim > 26:
+        # Along the last axis np.add.reduce sums pairwise (einsum would not); over leading
+        # axes with long rows left it adds whole rows, as fast as anything.
+        np.add.reduce(g, axis=axes, out=into)
+    else:
+        # Leaving short rows (X[:, None, :] of 3 coordinates), add.reduce's inner loop is
+        # a few entries long; einsum's is not (4x faster on (200, 200, 3) -> (200, 3)).
+        np.einsum(g, list(range(g.ndim)), kept, out=into)
+    return out
 
 
 def _zeros(x):
@@ -112,9 +151,35 @@ def _fit(g, x, copy=False):
         value = np.asarray(g, dtype=dtype).reshape(())
         return float(value) if dtype is np.float64 else value[()]
     if (not copy and type(g) is np.ndarray and g.dtype == dtype
-            and g.shape == np.shape(x) and g.flags.owndata and g.flags.writeable):
+            and g.shape == np.shape(x) and g.flags.writeable
+            and (g.flags.owndata or _sole_view(g))):
         return g  # computed here, for this gradient alone: no copy needed
     return np.array(np.broadcast_to(g, np.shape(x)), dtype=dtype)
+
+
+# (sys.getrefcount, by an assignment that exported gradients copy with the helpers)
+_getrefcount = __import__("sys").getrefcount
+
+
+def _base_refs(g):
+    return _getrefcount(g.base)
+
+
+# What _base_refs counts for a view that alone holds the array it views (the same call
+# counted by the same interpreter, whatever its version counts for a call's arguments).
+_SOLE_REFS = _base_refs(np.empty(2).reshape(1, 2))
+
+
+def _sole_view(g):
+    """Whether the view ``g`` is all of an array that nothing else holds, in order (as
+    np.reshape of a product computed in the gradient): then nothing else can see its
+    entries, and it is the caller's as much as a new array would be."""
+    base = g.base
+    if not (type(base) is np.ndarray and base.flags.owndata and g.flags.c_contiguous and
+            g.nbytes == base.nbytes):
+        return False
+    del base  # (counted as _SOLE_REFS was: held by the view alone)
+    return _base_refs(g) <= _SOLE_REFS
 
 
 def _not_in_place(value, message, hint, *others):
@@ -153,10 +218,11 @@ def _axes(axis, ndim):
 
 def _unreduce(g, x, axis=None, keepdims=False):
     """Spread the adjoint of a reduction of ``x`` over ``axis`` back to x's shape."""
-    if not keepdims and np.ndim(x):
-        g = np.reshape(g, [1 if i in _axes(axis, np.ndim(x)) else n
-                           for i, n in enumerate(np.shape(x))])
-    return np.broadcast_to(g, np.shape(x))
+    shape = np.shape(x)
+    if not keepdims and shape:
+        axes = _axes(axis, len(shape))
+        g = np.reshape(g, tuple(1 if i in axes else n for i, n in enumerate(shape)))
+    return np.broadcast_to(g, shape)
 
 
 class _Shape:
@@ -454,7 +520,23 @@ def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
 
 def _scatter(g, x, index):
     """The adjoint of ``x[index]``: ``g`` placed at ``index`` in zeros; repeats accumulate."""
-    out = np.zeros_like(x, dtype=np.result_type(x, g, np.float64))
+    dtype = np.result_type(x, g, np.float64)
+    if type(g) is np.ndarray and g.dtype == dtype and _whole(index) and \
+            [n for n in g.shape if n != 1] == [n for n in np.shape(x) if n != 1]:
+        # x[:, None, :] is all of x, in order, with axes of 1 inserted: its adjoint is g
+        # with those axes taken out (a view; _fit and the in-place helpers copy it as needed)
+        return g.reshape(np.shape(x))
+    if len(index) == 1 and type(index[0]) is slice and np.ndim(x):
+        start, stop, step = index[0].indices(np.shape(x)[0])
+        if step == 1:
+            # x[1:], x[:-1]: a run of rows; only the others need zeros (np.zeros would
+            # write every entry, and then the run again)
+            out = np.empty(np.shape(x), dtype=dtype)
+            out[:start] = 0.0
+            out[start:stop] = g
+            out[max(start, stop):] = 0.0
+            return out
+    out = np.zeros_like(x, dtype=dtype)
     if _integer_index(index):
         np.add.at(out, index, g)
     else:
@@ -473,6 +555,8 @@ def _own(acc):
 
 def _holds(acc, g):
     """Whether ``acc op= g`` keeps ``acc``'s shape and dtype, in an array of its own."""
+    if type(g) is float:  # (a number: NumPy's shape and type machinery takes microseconds)
+        return _own(acc) and acc.dtype.kind in "fc"
     return _own(acc) and isinstance(g, _NUMERIC) and (
         np.shape(g) == acc.shape or np.ndim(g) == 0) and np.result_type(acc, g) == acc.dtype
 
@@ -506,6 +590,13 @@ def _scatter_add(acc, g, x, index):
             acc[index] += g
         return acc
     return acc + _scatter(g, x, index)
+
+
+def _whole(index):
+    """Whether the basic index ``index`` takes every entry, in order: only full slices,
+    ``None`` (a new axis of 1) and ``...``."""
+    return all(i is None or i is Ellipsis or type(i) is slice and i == slice(None)
+               for i in index)
 
 
 def _integer_index(index):

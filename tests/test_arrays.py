@@ -807,3 +807,107 @@ def test_a_number_multiplies_after_the_sum_down():
     check_grad(PAIRS.halves, (x, 0.3), wrt=(0, 1))
     assert "_unbroadcast(-t, z, (t, z))" in grad(PAIRS.spread).source
     check_grad(PAIRS.spread, (x, y))
+def test_the_adjoint_of_an_index_that_only_inserts_axes_is_the_adjoint_reshaped():
+    from symdiff.runtime import _scatter, _scatter_add
+
+    x = np.arange(6.0).reshape(2, 3)
+    g = np.arange(6.0).reshape(1, 2, 3) + 1.0
+    for index in (np.index_exp[None, :, :], np.index_exp[None], np.index_exp[None, ...],
+                  np.index_exp[:, None], np.index_exp[..., None, :]):
+        adjoint = np.reshape(g, np.shape(x[index]))
+        out = _scatter(adjoint, x, index)
+        assert out.shape == x.shape and out.dtype == np.float64
+        assert np.shares_memory(out, adjoint)  # no zeros to place it in: the same entries
+        np.testing.assert_array_equal(out, g.reshape(2, 3))
+    # an index that leaves entries out, or a g of another dtype: zeros with g placed in them
+    np.testing.assert_array_equal(_scatter(np.ones((1, 3)), x, np.index_exp[None, 0, :]),
+                                  [[1, 1, 1], [0, 0, 0]])
+    assert _scatter(g.astype(np.float32), x, np.index_exp[None]).dtype == np.float64
+    # a view: added to, it is not written into (the adjoint it views may be read again)
+    view = _scatter(g, x, np.index_exp[None])
+    total = _scatter_add(view, g[0, :, :, None], x, np.index_exp[:, :, None])
+    np.testing.assert_array_equal(total, 2 * g.reshape(2, 3))
+    np.testing.assert_array_equal(g, np.arange(6.0).reshape(1, 2, 3) + 1.0)
+
+
+INSERTED = load(HEADER + """
+def pairs(X):
+    D = X[:, None, :] - X[None, :, :]
+    return np.sum(np.sin(D) ** 2)
+
+def pairs_and_rows(X):
+    D = X[:, None, :] - X[None, :, :]
+    return np.sum(D ** 2 * X[None]) + np.sum(X[..., None] ** 3)
+
+def of_a_number(x):
+    return np.sum(x[None, None] * np.arange(3.0))
+""")
+
+
+@pytest.mark.parametrize("name, x", [
+    ("pairs", np.linspace(-1.0, 2.0, 12).reshape(4, 3)),
+    ("pairs", np.linspace(-1.0, 2.0, 24).reshape(4, 6)[:, ::2]),  # not contiguous
+    ("pairs", np.linspace(-1.0, 2.0, 12).reshape(4, 3)[::-1]),  # negative strides
+    ("pairs", np.zeros((0, 3))),
+    ("pairs_and_rows", np.linspace(-1.0, 2.0, 12).reshape(4, 3)),
+    ("pairs_and_rows", np.linspace(-1.0, 2.0, 12).reshape(4, 3)[::-1, ::-1]),
+    ("of_a_number", np.array(0.7)),
+])
+def test_indexes_that_only_insert_axes(name, x):
+    f = getattr(INSERTED, name)
+    got = grad(f)(x)
+    assert got.shape == x.shape and got.dtype == np.float64
+    if x.size:
+        check_grad(f, (x,))
+    # float32 gives float32, integers float64, and the argument is left as it was
+    x32 = x.astype(np.float32)
+    got32 = grad(f)(x32)
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, got, rtol=1e-4, atol=1e-4)
+    before = x.copy()
+    grad(f)(x)
+    np.testing.assert_array_equal(x, before)
+    xi = np.round(x * 2)
+    got_int = grad(f)(xi.astype(int))
+    assert np.result_type(got_int) == np.float64
+    np.testing.assert_allclose(got_int, grad(f)(xi))
+
+
+def test_a_reshaped_product_is_handed_out_without_a_copy_only_when_nothing_else_holds_it():
+    from symdiff.runtime import _fit
+
+    def reshaped_product():
+        return np.reshape(np.ones((3, 4)) @ np.ones((4, 5)), (15,))
+
+    g = reshaped_product()
+    assert _fit(g, np.zeros(15)) is g
+    held = np.ones(15)
+    for view in (held.reshape(3, 5), held[::-1].reshape(3, 5), np.ones((5, 3)).T,
+                 np.broadcast_to(held, (2, 15))[0].reshape(3, 5)):
+        out = _fit(view, np.zeros((3, 5)))
+        assert out is not view and not np.shares_memory(out, view)
+        np.testing.assert_array_equal(out, view)
+    two = reshaped_product()
+    other = two.reshape(5, 3)  # a second view of the same product
+    assert _fit(two, np.zeros(15)) is not two
+    assert _fit(other, np.zeros((5, 3))) is not other
+
+
+@pytest.mark.parametrize("shape", [(7,), (7, 3), (1,), (0,), (0, 2), (5, 2, 2)])
+def test_the_adjoint_of_a_slice_is_zeros_with_the_adjoint_in_its_rows(shape):
+    # a run of rows is placed in an array whose other rows only are zeroed: every slice
+    # (negative, empty, past the ends, with a step) gives np.zeros with g assigned
+    from symdiff.runtime import _scatter
+
+    x = np.zeros(shape)
+    rng = np.random.default_rng(3)
+    bounds = [None, 0, 1, 3, -1, -3, 9, -9]
+    for start, stop, step in [(a, b, c) for a in bounds for b in bounds for c in (None, 2, -1)]:
+        index = np.index_exp[start:stop:step]
+        for g in (rng.standard_normal(x[index].shape), 2.5,
+                  np.ones(x[index].shape, dtype=np.float32)):
+            want = np.zeros(shape)
+            want[index] = g
+            got = _scatter(g, x, index)
+            assert got.dtype == np.float64
+            np.testing.assert_array_equal(got, want, err_msg=str(index))

@@ -433,6 +433,29 @@ def softmax_rows(X):
     P = E / np.sum(E, axis=1, keepdims=True)
     return np.sum(P * np.log(P + 1.0)) + np.sum(P[:, IDX] ** 2)
 
+# _times into a value nothing reads after its own step (softmax_xent's exp)
+
+def spent_exp(X):
+    S = X - sg(np.max(X, axis=1, keepdims=True))
+    E = np.exp(S)
+    return np.sum(np.log(np.sum(E, axis=1)) - np.sum(C3 * S, axis=1))
+
+def spent_exp_held_by_an_adjoint(x):
+    y = np.exp(x)
+    z = y * 2.0
+    y = np.exp(z)
+    return np.sum(y * x)
+
+def spent_exp_viewed(X):
+    E = np.exp(X)
+    V = E[0]
+    return np.sum(np.log(np.sum(E, axis=1))) + np.sum(V * X[1])
+
+def spent_exp_kept_by_stop_gradient(X):
+    E = np.exp(X)
+    K = sg(E)
+    return np.sum(K * X + np.log(np.sum(E, axis=1, keepdims=True)))
+
 # _scatter_add: scattered contributions added in place
 
 def neighbours(x):
@@ -603,6 +626,9 @@ CASES = [
     ("times_into_shared_temporary", (S3, W23), "_times("),
     ("softmax", (S3, W23), "_times("),
     ("softmax_rows", (X43,), "_times("),
+    ("spent_exp", (X43,), "_times(E, "),
+    ("spent_exp_held_by_an_adjoint", (S3,), "_times("),
+    ("spent_exp_viewed", (X43,), "_fit(dX, X)"),
     ("neighbours", (V5,), "_scatter_add("),
     ("repeated_indices", (S3,), "_scatter_add("),
     ("mask_and_list", (S3,), "_scatter_add("),
@@ -961,3 +987,23 @@ def test_random_programs_through_in_place_lines(body, seed):
         expected = frozen_reference(source, args, (0, 1))
     assume(all(np.all(np.isfinite(e)) for e in expected))
     checked(module, "f", args, expected=expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, spent", [
+    ("spent_exp", True), ("spent_exp_held_by_an_adjoint", False), ("spent_exp_viewed", False),
+    ("spent_exp_kept_by_stop_gradient", False)])
+def test_a_product_is_computed_in_a_value_only_where_nothing_reads_it_after(name, spent):
+    # dy_1*y_1 in the adjoint's second line would write into dx = y_1; E[0] and sg(E) are
+    # the array itself: each must keep its values until the backward sweep is done.
+    f = getattr(SWEEP, name)
+    src = grad(f).source
+    value = {"spent_exp_held_by_an_adjoint": "y_1"}.get(name, "E")
+    assert (f"_times({value}, " in src) == spent, src
+
+
+def test_a_value_kept_by_stop_gradient_is_not_written_into():
+    # K = sg(E) is E's array, and dX = _unbroadcast(K, ...) is K itself: the product
+    # with dE must not be computed in E's array.
+    E = np.exp(X43)
+    expected = 3 * E / np.sum(E, axis=1, keepdims=True) + E
+    checked(SWEEP, "spent_exp_kept_by_stop_gradient", (X43,), expected=[expected])

@@ -936,3 +936,74 @@ def f(x):
     np.random.seed(7)
     grad(f.f).source  # noqa: B018
     assert np.random.normal() == first and f.CALLS == []
+
+
+# --- _unbroadcast: the sum down to an operand's shape, by the cheapest NumPy call ---
+
+
+def _summed_down(g, x_shape):
+    """The reference: np.sum over the leading axes, then over the axes x has 1 in."""
+    lead = g.ndim - len(x_shape)
+    g = np.sum(g, axis=tuple(range(lead))) if lead > 0 else g
+    axes = tuple(i for i, n in enumerate(x_shape) if n == 1 and g.shape[i] != 1)
+    return np.sum(g, axis=axes, keepdims=True) if axes else g
+
+
+@pytest.mark.parametrize("g_shape, x_shape", [
+    ((200, 20, 3), (200, 1, 3)),  # the middle axis of pairwise differences (einsum)
+    ((200, 20, 3), (1, 20, 3)), ((200, 20, 3), (20, 3)), ((200, 20, 3), (3,)),
+    ((200, 20, 3), (200, 20, 1)), ((200, 20, 3), (1, 1, 1)), ((7, 5, 600), (7, 1, 600)),
+    ((4, 1, 6, 5), (1, 1, 6, 1)), ((4, 3), ()), ((0, 5, 3), (1, 5, 3)), ((4, 0, 3), (4, 1, 3)),
+    ((4, 5, 0), (4, 1, 0)), ((1, 5, 3), (1, 1, 3)),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["C", "reversed", "transposed"])
+def test_unbroadcast_sums_like_np_sum_in_an_array_of_its_own(g_shape, x_shape, dtype, layout):
+    from symdiff.runtime import _unbroadcast
+
+    g = np.random.default_rng(0).standard_normal(g_shape).astype(dtype)
+    if layout == "reversed":
+        g = g[::-1]
+    elif layout == "transposed":
+        g = np.ascontiguousarray(g.T).T
+    got = _unbroadcast(g, np.zeros(x_shape))
+    want = _summed_down(g, x_shape)
+    assert got.shape == x_shape and got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=1e-12 if dtype == np.float64 else 1e-5,
+                               atol=1e-12 if dtype == np.float64 else 1e-5)
+    if x_shape:
+        # an array of its own, which the gradient may add to in place
+        assert got.flags.owndata and got.flags.writeable and not np.shares_memory(got, g)
+    else:
+        assert type(got) is np.dtype(dtype).type  # a NumPy scalar, as np.sum gives
+
+
+@pytest.mark.parametrize("g, x_shape, want", [
+    (2.0, (1,), [2.0]), (np.float64(2.0), (1, 1), [[2.0]]),  # (an IndexError before)
+    (np.ones(3), (2, 3), np.ones((2, 3))), (np.arange(6).reshape(2, 3), (1, 3), [[3, 5, 7]]),
+    (np.ones((2, 3), dtype=bool), (3,), [2, 2, 2]),
+])
+def test_unbroadcast_spreads_a_smaller_adjoint_and_sums_others_as_np_sum(g, x_shape, want):
+    from symdiff.runtime import _unbroadcast
+
+    got = _unbroadcast(g, np.zeros(x_shape))
+    assert np.shape(got) == x_shape
+    assert np.result_type(got) == np.result_type(np.sum(np.asarray(g)))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_pairwise_differences_by_broadcasting(dtype):
+    # the Lennard-Jones pattern: each row of X against every other, by inserted axes
+    f = load("""
+import numpy as np
+def f(X, W):
+    D = X[:, None, :] - X[None, :, :]
+    return np.sum(W[:, :, None] * D ** 2)
+""").f
+    rng = np.random.default_rng(1)
+    X, W = rng.standard_normal((6, 3)), rng.standard_normal((6, 6))
+    check_grad(f, (X, W), wrt=(0, 1))
+    got = grad(f, wrt="X")(X.astype(dtype), W.astype(dtype))
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, grad(f, wrt="X")(X, W), rtol=1e-4, atol=1e-4)
