@@ -8,7 +8,7 @@ import pytest
 import sympy as sp
 from gradcheck import check_grad, load
 
-from symdiff import SymdiffError, grad
+from symdiff import SymdiffError, grad, ir
 from symdiff.ir import Eqn, If, Loop
 from symdiff.lower import lower
 from symdiff.parse import parse
@@ -108,3 +108,30 @@ def test_a_condition_too_deep_to_cut_is_a_located_error():
                                "it into parts (a condition, an argument of stop_gradient, an "
                                "index...)")
     assert problem.hint == "split it into several assignments"
+
+
+def test_fresh_names_cost_a_probe_each_not_a_search_from_zero(monkeypatch):
+    # Names.fresh searched _t0, _t1, ... from 0 for every temporary: n**2 / 2 probes.
+    probes = []
+    contains = ir._Taken.__contains__
+    monkeypatch.setattr(ir._Taken, "__contains__", lambda s, n: probes.append(n) or
+                        contains(s, n))
+    names = ir.Names({"x", "_t5", "_t7"})
+    made = [names.fresh("_t", numbered=True) for _ in range(2000)]
+    assert made[:7] == ["_t0", "_t1", "_t2", "_t3", "_t4", "_t6", "_t8"]
+    assert len(probes) < 3 * 2000  # (from zero: 2,000,000)
+
+
+def test_a_fresh_name_given_back_is_the_next_one_made_again():
+    # The names stay the ones a search from zero finds (golden sources do not change).
+    names = ir.Names({"x"})
+    for _ in range(4):
+        names.fresh("_t", numbered=True)
+    names.taken.discard("_t1")
+    assert names.fresh("_t", numbered=True) == "_t1"
+    assert names.fresh("_t", numbered=True) == "_t4"
+    assert names.fresh("x") == "x_1"
+    before = set(names.taken)
+    names.fresh("x"), names.fresh("_t", numbered=True)
+    names.taken = before  # as a loop lowered again puts back what was taken
+    assert (names.fresh("x"), names.fresh("_t", numbered=True)) == ("x_2", "_t5")
