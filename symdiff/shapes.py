@@ -30,6 +30,7 @@ import copy
 import math
 import types
 import warnings
+from collections import ChainMap
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,7 +97,7 @@ class Facts:
     def kind_of(self, node, names=None):
         """The kind of the value of expression ``node`` (code of the function's names),
         or None where not known."""
-        return _evaluate(node, {**self.samples, **(names or {})}, self.functions)
+        return _evaluate(node, ChainMap(names or {}, self.samples), self.functions)
 
 
 def facts(ir: IR) -> Facts:
@@ -305,8 +306,11 @@ _STATEFUL = {"random", "seterr", "seterrcall", "setbufsize", "set_printoptions",
 def _evaluate(node, samples, functions):
     """The kind of ``node``'s value on the samples, as NumPy computes it; None where that
     is not known (a name without a sample, a call of anything but NumPy's, an error)."""
+    read = {}  # (only the samples it reads are copied: all of them, every time, was n**2)
     for n in ast.walk(node):
-        if isinstance(n, ast.Name) and n.id not in samples and n.id not in functions:
+        if isinstance(n, ast.Name) and n.id in samples:
+            read[n.id] = samples[n.id]
+        elif isinstance(n, ast.Name) and n.id not in functions:
             return None
         if isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
             return None
@@ -323,8 +327,8 @@ def _evaluate(node, samples, functions):
         return None
     # An array of any ndim is a 1-d sample; where the code needs more axes (an axis=1),
     # a 4-d one.
-    for attempt in (samples, {k: np.ones((1,) * 4, v.dtype).view(_AnyAxes)
-                              if isinstance(v, _AnyAxes) else v for k, v in samples.items()}):
+    for attempt in (read, {k: np.ones((1,) * 4, v.dtype).view(_AnyAxes)
+                           if isinstance(v, _AnyAxes) else v for k, v in read.items()}):
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")

@@ -1,6 +1,7 @@
 """Building on long code: long sums, deep nests and long chains of helpers are cut into
 equations of bounded size, so that building stays near-linear in the code's length."""
 
+import copy
 import time
 
 import numpy as np
@@ -135,3 +136,19 @@ def test_a_fresh_name_given_back_is_the_next_one_made_again():
     names.fresh("x"), names.fresh("_t", numbered=True)
     names.taken = before  # as a loop lowered again puts back what was taken
     assert (names.fresh("x"), names.fresh("_t", numbered=True)) == ("x_2", "_t5")
+
+
+def test_kinds_read_while_building_copy_only_the_samples_they_read(monkeypatch):
+    # Each statement's kind was found with a copy of every variable's sample: n**2 copies.
+    copies = []
+    monkeypatch.setattr(copy, "copy", lambda v, copy=copy.copy: copies.append(1) or copy(v))
+
+    def copies_to_build(n):
+        line = "    e = np.tanh(e * x + y) * z + np.mean(e * x)\n"
+        f = load("import numpy as np\n\ndef f(x, y, z):\n    e = x\n" + line * n +
+                 "    return e\n", "f")
+        copies.clear()
+        grad(f, wrt=("x", "y", "z")).source  # noqa: B018 - building is what copies
+        return len(copies)
+
+    assert copies_to_build(20) < 2.5 * copies_to_build(10)  # (quadratic: 4x)
