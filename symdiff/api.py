@@ -58,7 +58,7 @@ class Gradient:
     (12.0, True)
     """
 
-    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "has_aux", "_fast", "_specs",
+    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "has_aux", "_fast", "_seen", "_specs",
                  "_signature", "_names", "_arity", "_self", "__weakref__")
 
     def __init__(self, fun, wrt, with_value=False, as_tuple=False, has_aux=False):
@@ -69,8 +69,10 @@ class Gradient:
         self.as_tuple = as_tuple
         self.has_aux = has_aux
         # Calls whose arguments' types say their kinds (Python and NumPy numbers), with
-        # nothing left out: the types -> the _Spec the dispatcher runs (_dispatch).
+        # nothing left out: the types -> the _Spec the dispatcher runs (_dispatch); _seen:
+        # the types of such calls made once (a gradient called once needs no dispatcher).
         self._fast: dict = {}
+        self._seen: set = set()
         self._specs: dict = {}  # the kinds' key of a call -> _Spec
         self._signature = None  # where the arguments are, once read
         self._names: tuple[str, ...] = ()  # the parameters with a kind: positional, keyword
@@ -78,12 +80,15 @@ class Gradient:
         self._self = calls.method_self(fun)  # a method's self parameter, else None
 
     def __call__(self, *args, **kwargs):
-        # Once a call's arguments were numbers, a gradient's own class calls the dispatcher
-        # made for their types instead (_dispatch); it comes here for any other call.
+        # Once calls with numbers of the same types came here twice, the gradient's own
+        # class calls a dispatcher written for those types instead (_route, _dispatch),
+        # which comes here for any other call.
         spec = self._spec(args, kwargs)
         if not spec.ready():
             spec = self._specialise(args, kwargs, stale=spec.built)  # a helper was redefined
             spec.ready()
+        if not kwargs and len(args) == self._arity:
+            self._route(args, spec)
         try:
             return spec.call(*args, **kwargs) if kwargs else spec.call(*args)
         except Exception as e:
@@ -165,14 +170,19 @@ class Gradient:
         _defaults(built.fn, self.fun)
         call = built.fn if widened is None else self._widening(built.fn, raw)
         spec = self._specs[key] = _Spec(found, built, call)
-        # (a method's self is read, never differentiated: any object, told by its type)
+        return spec
+
+    def _route(self, args, spec):
+        """Route calls with the types of ``args`` (numbers, all passed) to ``spec`` from
+        their second call on, or at once where they were routed to another one."""
         types = tuple(map(type, args))
-        if not kwargs and len(args) == self._arity and \
-                all(t in kinds.BY_TYPE for t in types[self._self is not None:]) and \
-                (types in self._fast or len(self._fast) < dispatch.MOST):
+        # (a method's self is read, never differentiated: any object, told by its type)
+        if not all(t in kinds.BY_TYPE for t in types[self._self is not None:]):
+            return
+        if types in self._fast or types in self._seen and len(self._fast) < dispatch.MOST:
             self._fast[types] = spec
             self._dispatch()
-        return spec
+        self._seen.add(types)
 
     def _dispatch(self):
         """Make calls whose arguments have the types of a ``_fast`` entry run its
