@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import hashlib
 import keyword
 import linecache
@@ -77,51 +78,87 @@ def dispatcher(fun, routes, general, failed):
         objects[found] = obj
         return found
 
-    def load(n):
-        return ast.Name(n, ast.Load())
-
-    type_ = named(builtins.type, "type")
-    error = fresh("error")
-    values = [load(p) for p in params]
-    body = []
-    for i, route in enumerate(routes):
-        tests = [ast.Compare(ast.Call(load(type_), [load(p)], []), [ast.Is()],
-                             [load(named(t, t.__name__))])
-                 for p, t in zip(params, route.types, strict=True)]
-        tests += [ast.UnaryOp(ast.Not(), load(n)) for n in (rest, kw) if n is not None]
-        if route.ready is not None:
-            tests.append(ast.Call(load(named(route.ready, "ready")), [], []))
-        run = named(route.call, getattr(route.call, "__name__", "call"))
-        call = ast.Return(ast.Call(load(run), values, []))
-        handler = ast.ExceptHandler(load(named(Exception, "Exception")), error, [ast.Return(
-            ast.Call(load(named(failed, "failed")), [load(error), ast.Constant(i), *values],
-                     []))])
-        body.append(ast.If(ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0],
-                           [ast.Try([call], [handler], [], [])], []))
-    everything = [*values, *[ast.Starred(load(rest), ast.Load())] * (rest is not None)]
-    body.append(ast.Return(ast.Call(load(named(general, "general")), everything,
-                                    [ast.keyword(None, load(kw))] * (kw is not None))))
-    doc = (f"Run the gradient of {fun.__qualname__} built for these types of arguments;"
-           " find or build the one any other call needs.")
-    n_defaults = len(fun.__defaults__ or ())
-    missing = named(MISSING, "MISSING")
-    arguments = ast.arguments(
-        posonlyargs=[ast.arg(p) for p in params[:code.co_posonlyargcount]],
-        args=[ast.arg(p) for p in params[code.co_posonlyargcount:]],
-        vararg=ast.arg(rest) if rest else None, kwonlyargs=[], kw_defaults=[],
-        kwarg=ast.arg(kw) if kw else None, defaults=[load(missing)] * n_defaults)
-    tree = ast.Module([ast.FunctionDef(name, arguments, [ast.Expr(ast.Constant(doc)), *body],
-                                       [], None)], [])
-    source = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
-    # Registered with linecache, so that a traceback through it shows its lines.
-    filename = f"<symdiff dispatch {hashlib.sha256(source.encode()).hexdigest()[:12]}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    # The names it reads, chosen here (none the same as a parameter's); the source is
+    # written once for each layout of names.
+    layout = _Layout(
+        name, fun.__qualname__, params, code.co_posonlyargcount, rest, kw,
+        len(fun.__defaults__ or ()), named(builtins.type, "type"), fresh("error"),
+        named(MISSING, "MISSING"), named(Exception, "Exception"),
+        named(general, "general"), named(failed, "failed"),
+        tuple((tuple(named(t, t.__name__) for t in route.types),
+               None if route.ready is None else named(route.ready, "ready"),
+               named(route.call, getattr(route.call, "__name__", "call")))
+              for route in routes))
     namespace = {"__name__": "symdiff.dispatch", "__builtins__": builtins, **objects}
-    exec(builtins.compile(source, filename, "exec"), namespace)
+    exec(_compiled(layout), namespace)
     fn = namespace[name]
     # A call that does not fit the parameters is told as the function tells it.
     fn.__qualname__ = fun.__name__
     return fn
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The names of a dispatcher: its own, its parameters', and those it reads."""
+
+    name: str
+    of: str  # the differentiated function's qualified name, for the docstring
+    params: tuple[str, ...]
+    positional_only: int
+    rest: str | None
+    kw: str | None
+    defaults: int
+    type: str
+    error: str
+    missing: str
+    exception: str
+    general: str
+    failed: str
+    routes: tuple  # (the type's name for each parameter, ready or None, the call's name)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(layout: _Layout):
+    """The code that defines the dispatcher of ``layout``, its source kept in linecache
+    (a traceback through it shows its lines)."""
+    def load(n):
+        return ast.Name(n, ast.Load())
+
+    values = [load(p) for p in layout.params]
+    body = []
+    for i, (types, ready, run) in enumerate(layout.routes):
+        tests = [ast.Compare(ast.Call(load(layout.type), [load(p)], []), [ast.Is()], [load(t)])
+                 for p, t in zip(layout.params, types, strict=True)]
+        tests += [ast.UnaryOp(ast.Not(), load(n)) for n in (layout.rest, layout.kw)
+                  if n is not None]
+        if ready is not None:
+            tests.append(ast.Call(load(ready), [], []))
+        call = ast.Return(ast.Call(load(run), values, []))
+        handler = ast.ExceptHandler(load(layout.exception), layout.error, [ast.Return(
+            ast.Call(load(layout.failed), [load(layout.error), ast.Constant(i), *values],
+                     []))])
+        body.append(ast.If(ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0],
+                           [ast.Try([call], [handler], [], [])], []))
+    everything = [*values, *[ast.Starred(load(layout.rest), ast.Load())] *
+                  (layout.rest is not None)]
+    body.append(ast.Return(ast.Call(load(layout.general), everything,
+                                    [ast.keyword(None, load(layout.kw))] *
+                                    (layout.kw is not None))))
+    doc = (f"Run the gradient of {layout.of} built for these types of arguments; find or "
+           "build the one any other call needs.")
+    split = layout.positional_only
+    arguments = ast.arguments(
+        posonlyargs=[ast.arg(p) for p in layout.params[:split]],
+        args=[ast.arg(p) for p in layout.params[split:]],
+        vararg=ast.arg(layout.rest) if layout.rest else None, kwonlyargs=[], kw_defaults=[],
+        kwarg=ast.arg(layout.kw) if layout.kw else None,
+        defaults=[load(layout.missing)] * layout.defaults)
+    tree = ast.Module([ast.FunctionDef(layout.name, arguments,
+                                       [ast.Expr(ast.Constant(doc)), *body], [], None)], [])
+    source = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+    filename = f"<symdiff dispatch {hashlib.sha256(source.encode()).hexdigest()[:12]}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return builtins.compile(source, filename, "exec")
 
 
 def _identifier(name, otherwise: str) -> str:
