@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import calls, kinds, runtime
+from . import calls, dispatch, kinds, runtime
 from .bound import BoundGradient
 from .build import _build, _Built, _defaults, _remade
 from .build import build_source as build_source  # (public here: the CLI reads it here)
@@ -31,6 +31,16 @@ class _Spec:
     call: object  # built.fn, or a function that widens narrow arguments first
     raw: tuple | None = None  # where call widens: the kinds of the arguments as given
     floats: bool = True  # built with the float path (math on Python floats)
+
+    def ready(self) -> bool:
+        """Whether the build still fits (no helper it calls was redefined since); if so,
+        the module data it reads is read afresh, as a call must see it."""
+        built = self.built
+        if any(get() is not fn or _remade(fn, made) for get, fn, made in built.guards):
+            return False
+        for name, get in built.refresh:
+            built.globals[name] = get()
+        return True
 
 
 class Gradient:
@@ -50,7 +60,7 @@ class Gradient:
     (12.0, True)
     """
 
-    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "has_aux", "_fast", "_specs",
+    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "has_aux", "_fast", "_seen", "_specs",
                  "_signature", "_names", "_arity", "_self", "__weakref__")
 
     def __init__(self, fun, wrt, with_value=False, as_tuple=False, has_aux=False):
@@ -61,8 +71,10 @@ class Gradient:
         self.as_tuple = as_tuple
         self.has_aux = has_aux
         # Calls whose arguments' types say their kinds (Python and NumPy numbers), with
-        # nothing left out: the types -> the function to call, without a check.
+        # nothing left out: the types -> the _Spec the dispatcher runs (_dispatch); _seen:
+        # the types of such calls made once (a gradient called once needs no dispatcher).
         self._fast: dict = {}
+        self._seen: set = set()
         self._specs: dict = {}  # the kinds' key of a call -> _Spec
         self._signature = None  # where the arguments are, once read
         self._names: tuple[str, ...] = ()  # the parameters with a kind: positional, keyword
@@ -70,25 +82,15 @@ class Gradient:
         self._self = calls.method_self(fun)  # a method's self parameter, else None
 
     def __call__(self, *args, **kwargs):
-        # A scalar gradient costs a few hundred nanoseconds: this path stays short.
-        if not kwargs:
-            n = len(args)
-            fn = self._fast.get(type(args[0]) if n == 1 else
-                                (type(args[0]), type(args[1])) if n == 2 else
-                                tuple(map(type, args)))
-            if fn is not None:
-                try:
-                    return fn(*args)
-                except Exception as e:
-                    return self._failed(e, self._spec(args, kwargs), args, kwargs)
+        # Once calls with numbers of the same types came here twice, the gradient's own
+        # class calls a dispatcher written for those types instead (_route, _dispatch),
+        # which comes here for any other call.
         spec = self._spec(args, kwargs)
-        built = spec.built
-        if built.guards and any(get() is not fn or _remade(fn, made)
-                                for get, fn, made in built.guards):
-            spec = self._specialise(args, kwargs, stale=built)  # a helper was redefined
-            built = spec.built
-        for name, get in built.refresh:
-            built.globals[name] = get()
+        if not spec.ready():
+            spec = self._specialise(args, kwargs, stale=spec.built)  # a helper was redefined
+            spec.ready()
+        if not kwargs and len(args) == self._arity:
+            self._route(args, spec)
         try:
             return spec.call(*args, **kwargs) if kwargs else spec.call(*args)
         except Exception as e:
@@ -186,11 +188,48 @@ class Gradient:
         _defaults(built.fn, self.fun)
         call = built.fn if widened is None else self._widening(built.fn, raw)
         spec = self._specs[key] = _Spec(found, built, call, None if widened is None else raw)
-        # (a method's self is read, never differentiated: any object, told by its type)
-        if not (kwargs or built.refresh or built.guards) and len(args) == self._arity and \
-                all(type(a) in kinds.BY_TYPE for a in args[self._self is not None:]):
-            self._fast[type(args[0]) if len(args) == 1 else tuple(map(type, args))] = call
         return spec
+
+    def _route(self, args, spec):
+        """Route calls with the types of ``args`` (numbers, all passed) to ``spec`` from
+        their second call on, or at once where they were routed to another one."""
+        types = tuple(map(type, args))
+        # (a method's self is read, never differentiated: any object, told by its type)
+        if not all(t in kinds.BY_TYPE for t in types[self._self is not None:]):
+            return
+        if types in self._fast or types in self._seen and len(self._fast) < dispatch.MOST:
+            self._fast[types] = spec
+            self._dispatch()
+        self._seen.add(types)
+
+    def _dispatch(self):
+        """Make calls whose arguments have the types of a ``_fast`` entry run its
+        specialisation straight away: the gradient's ``__call__`` becomes a function
+        written for those types (``dispatch``), in a class of this gradient's own."""
+        specs = list(self._fast.values())
+        routes = [dispatch.Route(types, spec.call, spec.ready if spec.built.guards or
+                                 spec.built.refresh else None)
+                  for types, spec in self._fast.items()]
+
+        def failed(error, i, *args):
+            return self._failed(error, specs[i], args, {})
+
+        fn = dispatch.dispatcher(self.fun, routes, self._general, failed)
+        if fn is None:
+            return
+        if type(self) is Gradient:
+            self.__class__ = type("Gradient", (Gradient,), {
+                "__slots__": (), "__module__": __name__, "__doc__": Gradient.__doc__})
+        type(self).__call__ = staticmethod(fn)
+
+    def _general(self, *values, **kwargs):
+        """A call the dispatcher does not route, as it was made: ``values`` are the
+        positional parameters' (``MISSING`` where left out), then any more arguments."""
+        cut = next((i for i, v in enumerate(values) if v is calls.MISSING), len(values))
+        for name, value in zip(self._signature.positional[cut:], values[cut:], strict=True):
+            if value is not calls.MISSING:  # (passed by name: Python fills in order)
+                kwargs[name] = value
+        return Gradient.__call__(self, *values[:cut], **kwargs)
 
     def _kinds(self, values) -> tuple:
         return tuple((name, kinds.kind(v)) for name, v in zip(self._names, values, strict=True)

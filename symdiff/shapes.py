@@ -30,6 +30,7 @@ import copy
 import math
 import types
 import warnings
+from collections import ChainMap
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,7 +97,7 @@ class Facts:
     def kind_of(self, node, names=None):
         """The kind of the value of expression ``node`` (code of the function's names),
         or None where not known."""
-        return _evaluate(node, {**self.samples, **(names or {})}, self.functions)
+        return _evaluate(node, ChainMap(names or {}, self.samples), self.functions)
 
 
 def facts(ir: IR) -> Facts:
@@ -322,8 +323,11 @@ _STATEFUL = {"random", "seterr", "seterrcall", "setbufsize", "set_printoptions",
 def _evaluate(node, samples, functions):
     """The kind of ``node``'s value on the samples, as NumPy computes it; None where that
     is not known (a name without a sample, a call of anything but NumPy's, an error)."""
+    read = {}  # (only the samples it reads are copied: all of them, every time, was n**2)
     for n in ast.walk(node):
-        if isinstance(n, ast.Name) and n.id not in samples and n.id not in functions:
+        if isinstance(n, ast.Name) and n.id in samples:
+            read[n.id] = samples[n.id]
+        elif isinstance(n, ast.Name) and n.id not in functions:
             return None
         if isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
             return None
@@ -343,9 +347,9 @@ def _evaluate(node, samples, functions):
     # Last, math's functions give nan where the sample is out of their domain (math.log(x
     # - y) at x = y): the value is a float all the same.
     wide = {k: np.ones((1,) * 4, v.dtype).view(_AnyAxes) if isinstance(v, _AnyAxes) else v
-            for k, v in samples.items()}
+            for k, v in read.items()}
     lenient = {k: _LenientMath() if v is math else v for k, v in functions.items()}
-    for attempt, names in ((samples, functions), (wide, functions), (samples, lenient)):
+    for attempt, names in ((read, functions), (wide, functions), (read, lenient)):
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")

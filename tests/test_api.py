@@ -19,6 +19,7 @@ import pytest
 from gradcheck import both_one, check_grad, load
 
 from symdiff import SymdiffError, grad, value_and_grad
+from symdiff.api import Gradient
 
 M = load("""
     import numpy as np
@@ -600,3 +601,176 @@ def test_the_spectral_norm_of_a_matrix_is_named_as_what_is_refused():
     text = str(error_of(lambda: grad(f)(np.eye(2))))
     assert "not ord=2 of a matrix (the spectral norm)" in text
     assert grad(f)(np.ones(3)) == pytest.approx(np.ones(3) / np.sqrt(3))  # of a vector: fine
+
+
+# --- calls with numbers: a dispatcher written for their types ---------------------------
+
+NUMBERS = load("""
+    import math
+
+    import numpy as np
+
+    def poly(x, y):
+        return x * x * y + 3.0 * y
+
+    def power(x, n=2):
+        return x ** n
+
+    def spread(x, *rest):
+        return x * 3.0
+
+    def shadows(type, float, error, general, failed, MISSING=1.0):
+        return type * float * error * general * failed * MISSING
+
+    def root(x):
+        return math.sqrt(x) * 2.0
+
+    def twice(u):
+        return u * 2.0
+
+    def calls_twice(x):
+        return twice(x) * x
+
+    SCALE = 2.0
+
+    def scaled(x):
+        return SCALE * x * x
+    """)
+
+
+class Real(float):
+    pass
+
+
+def general_path(f, args, wrt=(0, 1)):
+    """What a gradient's first call gives (the general path: kinds' key, lookup)."""
+    return grad(f, wrt=wrt)(*args)
+
+
+@pytest.mark.parametrize("args", [
+    (2.0, 3.0), (np.float64(2.0), np.float64(3.0)), (np.float32(2.0), np.float32(3.0)),
+    (2.0, np.float64(3.0)), (2, 3), (True, 3.0), (Real(2.0), 3.0), (np.int64(2), 3.0),
+    (np.array(2.0), 3.0)])
+def test_numbers_of_every_type_after_others_give_what_the_general_path_gives(args):
+    # One gradient, called with Python floats (from their second call on, its dispatcher
+    # routes those), then with the arguments: the same values and types as a gradient's
+    # first call gives.
+    g = grad(NUMBERS.poly, wrt=(0, 1))
+    for _ in range(3):
+        assert g(1.0, 1.0) == (2.0, 4.0)
+        got, expected = g(*args), general_path(NUMBERS.poly, args)
+        assert got == expected and list(map(type, got)) == list(map(type, expected))
+    assert g(2.0, 3.0) == (12.0, 7.0)  # (floats again, after the others)
+
+
+def test_more_types_of_numbers_than_one_dispatcher_routes_find_theirs():
+    g = grad(NUMBERS.poly, wrt=(0, 1))
+    kinds = [(2.0, 3.0), (2, 3), (np.float64(2.0), 3.0), (np.float32(2.0), 3.0),
+             (np.int32(2), 3.0), (True, 3.0), (2.0, np.float16(3.0))]
+    for _ in range(3):
+        for args in kinds:
+            assert g(*args) == general_path(NUMBERS.poly, args)
+
+
+def test_calls_after_the_dispatcher_are_told_and_bound_as_the_function_does():
+    g = grad(NUMBERS.poly)
+    assert g(1.0, 2.0) == g(1.0, 2.0) == 4.0
+    assert type(g) is not Gradient and type(g).__call__.__qualname__ == "poly"
+    assert g(y=2.0, x=1.0) == g(1.0, y=2.0) == 4.0
+    for call in [lambda f: f(1.0), lambda f: f(1.0, 2.0, 3.0), lambda f: f(1.0, z=2.0),
+                 lambda f: f(1.0, 2.0, x=1.0)]:
+        with pytest.raises(TypeError) as expected:
+            call(NUMBERS.poly)
+        with pytest.raises(TypeError) as e:
+            call(g)
+        assert str(e.value) == str(expected.value)
+
+
+def test_defaults_and_more_arguments_after_the_dispatcher():
+    g = grad(NUMBERS.power)
+    assert g(3.0, 2) == g(3.0, 2) == 6.0 and g(3.0) == 6.0 and g(3.0, n=3) == 27.0
+    NUMBERS.power.__defaults__ = (3,)
+    try:
+        assert g(3.0) == 27.0 and g(3.0, 2) == 6.0
+    finally:
+        NUMBERS.power.__defaults__ = (2,)
+    s = grad(NUMBERS.spread)
+    assert s(1.0) == s(1.0) == s(1.0) == s(1.0, 5.0) == s(1.0, np.ones(2)) == 3.0
+
+
+def test_parameters_named_as_the_dispatcher_s_names():
+    g = grad(NUMBERS.shadows, wrt=(0, 1, 2, 3, 4, 5))
+    args = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)
+    expected = tuple(720.0 / a for a in args)
+    assert g(*args) == g(*args) == g(*args) == expected
+    assert g(*args[:5]) == g(*args[:5]) == tuple(120.0 / a for a in args[:5]) + (120.0,)
+
+
+def test_a_helper_redefined_after_the_dispatcher_is_the_one_differentiated():
+    g = grad(NUMBERS.calls_twice)
+    assert g(3.0) == g(3.0) == g(3.0) == 12.0
+    old = NUMBERS.twice
+    NUMBERS.twice = lambda u: u * 5.0
+    try:
+        assert g(3.0) == g(3.0) == 30.0
+        NUMBERS.twice.__code__ = (lambda u: u * 7.0).__code__  # replaced in place
+        assert g(3.0) == 42.0
+    finally:
+        NUMBERS.twice = old
+
+
+def test_module_data_rebound_after_the_dispatcher_is_read():
+    g = grad(NUMBERS.scaled)
+    assert g(3.0) == g(3.0) == g(3.0) == 12.0
+    NUMBERS.SCALE = 5.0
+    try:
+        assert g(3.0) == 30.0
+    finally:
+        NUMBERS.SCALE = 2.0
+
+
+def test_errors_after_the_dispatcher_are_handled_as_on_the_first_call():
+    g = grad(NUMBERS.root)
+    assert g(4.0) == g(4.0) == 0.5
+    with np.errstate(divide="ignore"):
+        assert np.isinf(g(0.0)) and np.isinf(g(0.0))  # run again on NumPy floats
+    with pytest.raises(ValueError) as e:
+        g(-1.0)
+    assert "raised by this line of root's own code" in e.value.__notes__[0]
+
+
+def test_a_gradient_called_once_makes_no_dispatcher():
+    # (grad(f)(x) in a loop: writing one would cost more than the call)
+    g = grad(NUMBERS.poly)
+    assert g(1.0, 2.0) == 4.0 and type(g) is Gradient
+
+
+def test_a_dispatched_gradient_copies_and_binds_as_any_other():
+    # (pickling one: test_a_gradient_pickles_as_its_function_and_options)
+    g = grad(M.f, wrt=(0, 1))
+    assert g(1.0, 2.0) == g(1.0, 2.0) == g(1.0, 2.0) == (4.0, 1.0)
+    for other in [copy.copy(g), copy.deepcopy(g)]:
+        assert type(other) is not type(g) and other(1.0, 2.0) == (4.0, 1.0)
+    assert isinstance(g, type(grad(M.f))) and repr(g) == "<symdiff grad of f wrt (0, 1)>"
+    m = load("""
+        from symdiff import grad
+
+        class Model:
+            def __init__(self, scale):
+                self.scale = scale
+
+            @grad
+            def dloss(self, x):
+                return self.scale * x ** 2
+
+        class Wider(Model):
+            pass
+        """)
+    models = [m.Model(3.0), m.Wider(5.0), m.Model(1.0)]
+    for _ in range(3):
+        assert [model.dloss(2.0) for model in models] == [12.0, 20.0, 4.0]
+        assert grad(models[1].dloss.fun)(2.0) == 20.0
+    aux = grad(lambda x: (x * x, "aux"), has_aux=True)
+    assert aux(3.0) == aux(3.0) == aux(3.0) == (6.0, "aux")
+    vg = value_and_grad(lambda x: x ** 3)
+    assert vg(2.0) == vg(2.0) == vg(2.0) == (8.0, 12.0)

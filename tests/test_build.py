@@ -1,6 +1,7 @@
 """Building on long code: long sums, deep nests and long chains of helpers are cut into
 equations of bounded size, so that building stays near-linear in the code's length."""
 
+import copy
 import time
 
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 import sympy as sp
 from gradcheck import check_grad, load
 
-from symdiff import SymdiffError, grad
+from symdiff import SymdiffError, grad, ir
 from symdiff.ir import Eqn, If, Loop
 from symdiff.lower import lower
 from symdiff.parse import parse
@@ -108,3 +109,46 @@ def test_a_condition_too_deep_to_cut_is_a_located_error():
                                "it into parts (a condition, an argument of stop_gradient, an "
                                "index...)")
     assert problem.hint == "split it into several assignments"
+
+
+def test_fresh_names_cost_a_probe_each_not_a_search_from_zero(monkeypatch):
+    # Names.fresh searched _t0, _t1, ... from 0 for every temporary: n**2 / 2 probes.
+    probes = []
+    contains = ir._Taken.__contains__
+    monkeypatch.setattr(ir._Taken, "__contains__", lambda s, n: probes.append(n) or
+                        contains(s, n))
+    names = ir.Names({"x", "_t5", "_t7"})
+    made = [names.fresh("_t", numbered=True) for _ in range(2000)]
+    assert made[:7] == ["_t0", "_t1", "_t2", "_t3", "_t4", "_t6", "_t8"]
+    assert len(probes) < 3 * 2000  # (from zero: 2,000,000)
+
+
+def test_a_fresh_name_given_back_is_the_next_one_made_again():
+    # The names stay the ones a search from zero finds (golden sources do not change).
+    names = ir.Names({"x"})
+    for _ in range(4):
+        names.fresh("_t", numbered=True)
+    names.taken.discard("_t1")
+    assert names.fresh("_t", numbered=True) == "_t1"
+    assert names.fresh("_t", numbered=True) == "_t4"
+    assert names.fresh("x") == "x_1"
+    before = set(names.taken)
+    names.fresh("x"), names.fresh("_t", numbered=True)
+    names.taken = before  # as a loop lowered again puts back what was taken
+    assert (names.fresh("x"), names.fresh("_t", numbered=True)) == ("x_2", "_t5")
+
+
+def test_kinds_read_while_building_copy_only_the_samples_they_read(monkeypatch):
+    # Each statement's kind was found with a copy of every variable's sample: n**2 copies.
+    copies = []
+    monkeypatch.setattr(copy, "copy", lambda v, copy=copy.copy: copies.append(1) or copy(v))
+
+    def copies_to_build(n):
+        line = "    e = np.tanh(e * x + y) * z + np.mean(e * x)\n"
+        f = load("import numpy as np\n\ndef f(x, y, z):\n    e = x\n" + line * n +
+                 "    return e\n", "f")
+        copies.clear()
+        grad(f, wrt=("x", "y", "z")).source  # noqa: B018 - building is what copies
+        return len(copies)
+
+    assert copies_to_build(20) < 2.5 * copies_to_build(10)  # (quadratic: 4x)
