@@ -362,6 +362,8 @@ class _Differentiator(Control, Floats):
         if op.sequence:
             items = [n for p, n, i in eqn.operands if p == op.sequence]
             fields[op.sequence] = "[" + ", ".join(items) + "]"
+        # Where the kinds say how many axes each operand has: one line of NumPy.
+        vjp = op.by_ndim.get(tuple(self._ndim(n) for _, n, _ in eqn.operands), op.vjp)
         for param, name, position in eqn.operands:
             if name in self.active and param in op.vjp:
                 g = "1.0" if eqn.out in self.unit else self.adj[eqn.out]
@@ -371,9 +373,15 @@ class _Differentiator(Control, Floats):
                         name not in scope.defined:
                     self.ones[name] = (op.names[0] == "np.mean", g)
                     self.shapes.setdefault(g, frozenset())  # (a full reduction's: a number)
-                code = op.vjp[param].format(g=g, out=eqn.out,
+                code = vjp[param].format(g=g, out=eqn.out,
                                             np=self.ir.np_alias, i=position, **fields)
                 self._accumulate(name, code, scope, group, eqn.where)
+
+
+    def _ndim(self, name):
+        """The number of axes of the array ``name`` where its kind says (else None)."""
+        k = self.facts.kind(name)
+        return k.ndim if isinstance(k, K.Array) and not k.scalar else None
 
 
 def _is_call(code, name: str) -> bool:

@@ -345,8 +345,17 @@ def _prod_others(x, axis=None):
 
 def _matmul_grad(g, a, b, which):
     """The adjoint of operand ``which`` (0: a, 1: b) of ``a @ b``, for 1-D to batched N-D."""
-    if np.ndim(a) == 1 and np.ndim(b) == 1:
+    na, nb = np.ndim(a), np.ndim(b)
+    if na == 1 and nb == 1:
         return g * (b if which == 0 else a)
+    if na <= 2 and nb <= 2 and na and nb:
+        # Vectors and matrices: a new array of the operand's shape, in one product (a k=1
+        # product reshaped would hand _fit a view, which it copies).
+        if which == 0:
+            return np.multiply.outer(g, b) if nb == 1 else \
+                b @ g if na == 1 else g @ np.transpose(b)
+        return np.multiply.outer(a, g) if na == 1 else \
+            g @ a if nb == 1 else np.transpose(a) @ g
     a2 = a[None, :] if np.ndim(a) == 1 else a
     b2 = b[:, None] if np.ndim(b) == 1 else b
     if np.ndim(a) == 1:

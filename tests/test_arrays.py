@@ -551,6 +551,60 @@ def test_dot_of_3d_array_raises_symdiff_error():
         grad(LINALG.dot_3d, wrt=(0, 1))(B234, RNG.standard_normal((4, 2)))
 
 
+# --- products of vectors and matrices of known ndim: one line of NumPy ---------------------
+
+# (function, arguments, the adjoint lines it must read as)
+PRODUCTS = [
+    ("matmul", (M34, V4), ["da = np.multiply.outer(d_t0, b)", "db = d_t0 @ a"]),
+    ("matmul", (V3, M34), ["da = b @ d_t0", "db = np.multiply.outer(a, d_t0)"]),
+    ("matmul", (M34, M45), ["da = d_t0 @ b.T", "db = a.T @ d_t0"]),
+    ("matmul", (V4, V4), ["da = d_t0 * b", "db = d_t0 * a"]),
+    ("dot", (M34, V4), ["da = np.multiply.outer(d_t0, b)", "db = d_t0 @ a"]),
+    ("dot_method", (M34, M45), ["da = d_t0 @ b.T", "db = a.T @ d_t0"]),
+    ("outer", (V3, V4), ["da = d_t0 @ b", "db = a @ d_t0"]),
+]
+
+
+def _adjoint_lines(source):
+    return [line.strip() for line in source.splitlines() if line.strip().startswith("d")]
+
+
+@pytest.mark.parametrize(("name", "args", "lines"), PRODUCTS,
+                         ids=[f"{n}-{np.ndim(a)}d-{np.ndim(b)}d" for n, (a, b), _ in PRODUCTS])
+def test_products_of_known_ndim_are_one_line_of_numpy(name, args, lines):
+    f = getattr(LINALG, name)
+    g = grad(f, wrt=(0, 1))
+    source = g.source_for(*args)
+    assert "_matmul_grad" not in source and "_dot_grad" not in source
+    assert "_outer_grad" not in source
+    for line in lines:
+        assert any(line in text for text in _adjoint_lines(source)), (line, source)
+    agrees(f, args, (0, 1))
+    # The build for arrays of any ndim (the helpers) gives the same gradients.
+    for ours, general in zip(g(*args), g.__wrapped__(*args), strict=True):
+        np.testing.assert_allclose(ours, general, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("args", [
+    (M33, M33), (M34.astype(np.float32), V4), (V3.astype(np.float32), M34.astype(np.float32)),
+    (M34, np.array([1, -2, 0, 3])), (np.array([[1, 2, 0, 3], [0, 1, -1, 2]]), V4),
+], ids=["one-array-twice", "float32-and-float64", "float32", "int-vector", "int-matrix"])
+def test_products_of_known_ndim_of_other_dtypes_and_one_array_twice(args):
+    # contract_grads: float32 stays float32, integers give float64, nothing shared
+    agrees(LINALG.matmul, args, (0, 1))
+
+
+def test_the_matmul_helper_hands_out_arrays_of_their_own():
+    # _fit copies a view it is handed: the general helper gives none for vectors and
+    # matrices (a 1000 x 500 adjoint was a k=1 product reshaped, then copied).
+    from symdiff.runtime import _matmul_grad
+    for a, b in [(M34, V4), (V3, M34), (M34, M45)]:
+        g = np.ones(np.shape(a @ b))
+        for which in (0, 1):
+            d = _matmul_grad(g, a, b, which)
+            assert d.flags.owndata and d.shape == np.shape((a, b)[which])
+
+
 NORMS = load("""
 import numpy as np
 
