@@ -32,6 +32,7 @@ from .control import Control, _mark_active, _reaching, _Scope
 from .errors import SymdiffError
 from .floats import Floats, _float_dtype
 from .ir import IR, Eqn, If, Names, symbol
+from .owned import add_in_place, sole
 from .program import Line, Program, _fold_settles
 from .shapes import facts, sources
 from .unflowed import _NONE, _NOTHING, _Unflowed
@@ -80,12 +81,17 @@ class _Differentiator(Control, Floats):
         backward = _Unflowed(set(self.adj.values())).sweep(
             self._fold_numbers(_fold_settles(backward)), flowed)
         backward, floats = self._floats(backward)
+        # Adjoints no other name can reach are added to in their own arrays (loops too),
+        # where arrays are likely (a number is added to as it is, without a call).
+        arrays = {a for v, a in self.adj.items() if self._made_by_arrays(v)}
+        alone = sole(backward, arrays, self.ir.np_alias)
+        backward = add_in_place(backward, alone)
         forward = self._forward(self.ir.eqns)
         grads = tuple((p, self.adj[p] if p in top.defined and
                        flowed.get(self.adj[p]) != _NONE else None) for p in self.ir.wrt)
         # Copy a gradient that may be someone else's array, or one already returned (wrt
         # naming a parameter twice).
-        shared = tuple(bool(adj) and (not self.fresh.get(p, False) or
+        shared = tuple(bool(adj) and (not (self.fresh.get(p, False) or adj in alone) or
                                       adj in [a for _, a in grads[:i]])
                        for i, (p, adj) in enumerate(grads))
         # A value that is certainly a scalar (a full reduction, say) needs no check; then,

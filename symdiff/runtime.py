@@ -482,13 +482,19 @@ def _own(acc):
 
 def _holds(acc, g):
     """Whether ``acc op= g`` keeps ``acc``'s shape and dtype, in an array of its own."""
+    if type(g) is np.ndarray and type(acc) is np.ndarray and g.shape == acc.shape and \
+            g.dtype == acc.dtype:  # the common case, in a loop's every step: quickly
+        return acc.flags.writeable and acc.flags.owndata
     return _own(acc) and isinstance(g, _NUMERIC) and (
         np.shape(g) == acc.shape or np.ndim(g) == 0) and np.result_type(acc, g) == acc.dtype
 
 
 def _add_to(acc, g):
     """``acc + g``, added into ``acc`` itself where it is an array that the gradient made
-    for this adjoint alone (the caller knows) and that can hold the sum."""
+    for this adjoint alone (the caller knows) and that can hold the sum. ``acc`` None:
+    nothing has flowed back to it yet (see ``_plus``)."""
+    if acc is None:
+        return _plus(acc, g)
     if _holds(acc, g):
         acc += g
         return acc

@@ -174,12 +174,21 @@ def test_add_to_adds_in_place_only_into_an_array_of_its_own():
     assert _add_to(owned, np.full(3, 2.0)) is owned and _add_to(owned, 1.0) is owned
     np.testing.assert_allclose(owned, [4.0, 4.0, 4.0])
     for acc, g in ((np.broadcast_to(np.ones(1), (3,)), 0.5), (np.ones(3, dtype=int), 0.5),
-                   (np.ones(6)[::2], 0.5), (np.ones(3), np.ones((2, 3))), (1.0, np.ones(3))):
+                   (np.ones(6)[::2], 0.5), (np.ones(3), np.ones((2, 3))), (1.0, np.ones(3)),
+                   (np.ones(3, dtype=np.float32), np.full(3, 1e-9)),
+                   (np.ones((2, 3), dtype=np.float32).T, np.ones((3, 2), dtype=np.float32))):
         before = np.array(acc, copy=True)
         out = _add_to(acc, g)
-        assert out is not acc
+        assert out is not acc and out.dtype == np.result_type(acc, g)
         np.testing.assert_array_equal(acc, before)
         np.testing.assert_allclose(out, before + g)
+    # None: nothing has flowed back yet; the sum is then g, in an array of its own (g may be
+    # another adjoint's array, which a later addition must not write into).
+    g = np.ones(3)
+    out = _add_to(None, g)
+    assert out is not g and not np.shares_memory(out, g)
+    np.testing.assert_array_equal(out, g)
+    assert _add_to(None, 2.5) == 2.5
 
 
 def test_gradients_handed_on_unchanged_are_never_one_array_twice():
