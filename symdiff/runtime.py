@@ -36,6 +36,9 @@ def _unbroadcast(g, x, like=None):
     """
     if type(g) in _SCALARS and type(x) in _SCALARS and like is None:
         return g  # the common scalar case, without NumPy's shape machinery
+    if type(g) is np.ndarray and type(x) is np.ndarray and like is None and \
+            g.shape == x.shape:
+        return g  # arrays of one shape (in a loop's every step): without np.shape
     if like is not None:
         full = np.broadcast_shapes(*map(np.shape, like))
         if np.shape(g) != full:
@@ -482,9 +485,6 @@ def _own(acc):
 
 def _holds(acc, g):
     """Whether ``acc op= g`` keeps ``acc``'s shape and dtype, in an array of its own."""
-    if type(g) is np.ndarray and type(acc) is np.ndarray and g.shape == acc.shape and \
-            g.dtype == acc.dtype:  # the common case, in a loop's every step: quickly
-        return acc.flags.writeable and acc.flags.owndata
     return _own(acc) and isinstance(g, _NUMERIC) and (
         np.shape(g) == acc.shape or np.ndim(g) == 0) and np.result_type(acc, g) == acc.dtype
 
@@ -493,11 +493,15 @@ def _add_to(acc, g):
     """``acc + g``, added into ``acc`` itself where it is an array that the gradient made
     for this adjoint alone (the caller knows) and that can hold the sum. ``acc`` None:
     nothing has flowed back to it yet (see ``_plus``)."""
-    if acc is None:
+    if type(acc) is np.ndarray and isinstance(g, _NUMERIC):
+        flags = acc.flags  # (_own, inlined: this runs on every step of a loop)
+        if flags.writeable and flags.owndata:
+            try:  # NumPy refuses, before it writes, a sum of another shape or dtype
+                return np.add(acc, g, out=acc, casting="safe")
+            except (TypeError, ValueError):
+                pass
+    elif acc is None:
         return _plus(acc, g)
-    if _holds(acc, g):
-        acc += g
-        return acc
     return acc + g
 
 

@@ -173,13 +173,18 @@ def test_add_to_adds_in_place_only_into_an_array_of_its_own():
     owned = np.ones(3)
     assert _add_to(owned, np.full(3, 2.0)) is owned and _add_to(owned, 1.0) is owned
     np.testing.assert_allclose(owned, [4.0, 4.0, 4.0])
+    rows = np.zeros((2, 3))  # a smaller addend spreads; a float32 one fits float64
+    assert _add_to(rows, np.ones(3, dtype=np.float32)) is rows
+    assert _add_to(rows, np.arange(2.0)[:, None]) is rows
+    np.testing.assert_allclose(rows, [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
     for acc, g in ((np.broadcast_to(np.ones(1), (3,)), 0.5), (np.ones(3, dtype=int), 0.5),
                    (np.ones(6)[::2], 0.5), (np.ones(3), np.ones((2, 3))), (1.0, np.ones(3)),
                    (np.ones(3, dtype=np.float32), np.full(3, 1e-9)),
-                   (np.ones((2, 3), dtype=np.float32).T, np.ones((3, 2), dtype=np.float32))):
+                   (np.ones((2, 3), dtype=np.float32).T, np.ones((3, 2), dtype=np.float32)),
+                   (np.ones(3), [1.0, 2.0, 3.0]), (np.ones(3), np.ones(3) * 1j)):
         before = np.array(acc, copy=True)
         out = _add_to(acc, g)
-        assert out is not acc and out.dtype == np.result_type(acc, g)
+        assert out is not acc and out.dtype == np.result_type(acc, np.asarray(g))
         np.testing.assert_array_equal(acc, before)
         np.testing.assert_allclose(out, before + g)
     # None: nothing has flowed back yet; the sum is then g, in an array of its own (g may be
