@@ -202,10 +202,10 @@ def _statement(line: Line, printer: Printer) -> str:
         text = str(value)
     if line.like:
         text = f"_unbroadcast({text}, {line.like})"
-    if line.in_place:  # (the target may be None there too: _add_to takes it)
-        text = f"_add_to({line.target}, {text})"
-    elif line.unflowed:
+    if line.unflowed:
         text = f"_plus({line.target}, {text})"
+    elif line.in_place:
+        text = f"_add_to({line.target}, {text})"
     elif line.accumulate:
         if not line.like and text.startswith("-") and _atomic(text[1:]):
             text = f"{line.target} - {text[1:]}"  # -a*b is -(a*b): dz - a*b, not dz + -a*b
