@@ -448,8 +448,12 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
     A(("np.dot",), ("a", "b"), {"a": "_dot_grad({g}, {a}, {b}, 0)",
                                 "b": "_dot_grad({g}, {a}, {b}, 1)"}, method="dot",
       note="scalars, 1-D and 2-D", by_ndim=_MATMUL),
+    # (np.inner sums over both last axes: a @ b where b is a vector, else a @ b.T)
     A(("np.inner",), ("a", "b"), {"a": "_inner_grad({g}, {a}, {b}, 0)",
-                                  "b": "_inner_grad({g}, {a}, {b}, 1)"}),
+                                  "b": "_inner_grad({g}, {a}, {b}, 1)"},
+      by_ndim={(1, 1): _MATMUL[1, 1], (2, 1): _MATMUL[2, 1],
+               (1, 2): {"a": "{g} @ {b}", "b": "{np}.multiply.outer({g}, {a})"},
+               (2, 2): {"a": "{g} @ {b}", "b": "{g}.T @ {a}"}}),
     A(("np.outer",), ("a", "b"), {"a": "_outer_grad({g}, {a}, {b}, 0)",
                                   "b": "_outer_grad({g}, {a}, {b}, 1)"},
       by_ndim={(1, 1): {"a": "{g} @ {b}", "b": "{a} @ {g}"}}),

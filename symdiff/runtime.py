@@ -394,9 +394,9 @@ def _inner_grad(g, a, b, which):
 
 def _outer_grad(g, a, b, which):
     """The adjoint of operand ``which`` of ``np.outer(a, b)``."""
-    if which == 0:
-        return np.reshape(g @ np.ravel(b), np.shape(a))
-    return np.reshape(np.ravel(a) @ g, np.shape(b))
+    d = g @ np.ravel(b) if which == 0 else np.ravel(a) @ g
+    shape = np.shape(a if which == 0 else b)
+    return d if np.shape(d) == shape else np.reshape(d, shape)  # (not a view: _fit copies)
 
 
 def _einsum_problem(spec, count):

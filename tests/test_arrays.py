@@ -576,6 +576,10 @@ PRODUCTS = [
     ("dot", (M34, V4), ["da = np.multiply.outer(d_t0, b)", "db = d_t0 @ a"]),
     ("dot_method", (M34, M45), ["da = d_t0 @ b.T", "db = a.T @ d_t0"]),
     ("outer", (V3, V4), ["da = d_t0 @ b", "db = a @ d_t0"]),
+    ("inner", (V4, V4), ["da = d_t0 * b", "db = d_t0 * a"]),
+    ("inner", (M34, V4), ["da = np.multiply.outer(d_t0, b)", "db = d_t0 @ a"]),
+    ("inner", (V4, M34), ["da = d_t0 @ b", "db = np.multiply.outer(d_t0, a)"]),
+    ("inner", (M34, M34[:2]), ["da = d_t0 @ b", "db = d_t0.T @ a"]),
 ]
 
 
@@ -590,7 +594,7 @@ def test_products_of_known_ndim_are_one_line_of_numpy(name, args, lines):
     g = grad(f, wrt=(0, 1))
     source = g.source_for(*args)
     assert "_matmul_grad" not in source and "_dot_grad" not in source
-    assert "_outer_grad" not in source
+    assert "_outer_grad" not in source and "_inner_grad" not in source
     for line in lines:
         assert any(line in text for text in _adjoint_lines(source)), (line, source)
     agrees(f, args, (0, 1))
@@ -608,15 +612,17 @@ def test_products_of_known_ndim_of_other_dtypes_and_one_array_twice(args):
     agrees(LINALG.matmul, args, (0, 1))
 
 
-def test_the_matmul_helper_hands_out_arrays_of_their_own():
+def test_the_product_helpers_hand_out_arrays_of_their_own():
     # _fit copies a view it is handed: the general helper gives none for vectors and
     # matrices (a 1000 x 500 adjoint was a k=1 product reshaped, then copied).
-    from symdiff.runtime import _matmul_grad
+    from symdiff.runtime import _matmul_grad, _outer_grad
     for a, b in [(M34, V4), (V3, M34), (M34, M45)]:
         g = np.ones(np.shape(a @ b))
         for which in (0, 1):
             d = _matmul_grad(g, a, b, which)
             assert d.flags.owndata and d.shape == np.shape((a, b)[which])
+    for which in (0, 1):
+        assert _outer_grad(np.ones((3, 4)), V3, V4, which).flags.owndata
 
 
 NORMS = load("""
