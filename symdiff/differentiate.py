@@ -380,9 +380,8 @@ class _Differentiator(Control, Floats):
                     self.ones[name] = (op.names[0] == "np.mean", g)
                     self.shapes.setdefault(g, frozenset())  # (a full reduction's: a number)
                 code = vjp[param].format(g=g, out=eqn.out,
-                                            np=self.ir.np_alias, i=position, **fields)
+                                         np=self.ir.np_alias, i=position, **fields)
                 self._accumulate(name, code, scope, group, eqn.where)
-
 
     def _ndim(self, name):
         """The number of axes of the array ``name`` where its kind says (else None)."""

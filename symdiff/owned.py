@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+import numpy as np
 import sympy as sp
 
 from .algebra import SumDown, Times
@@ -90,9 +91,10 @@ def _kept_sympy(expr) -> set[str]:
         return set()
     if isinstance(expr, (Times, SumDown)):  # g itself, multiplied or summed in place
         return _kept_sympy(expr.args[0])
-    if isinstance(expr, Call):
-        return set() if expr.callee.startswith("np.") else {
-            s.name for s in expr.free_symbols}
+    if isinstance(expr, Call):  # a ufunc or np.where makes a new array; others may not
+        name = expr.callee[3:] if expr.callee.startswith("np.") else ""
+        return set() if name == "where" or isinstance(getattr(np, name, None), np.ufunc) \
+            else {s.name for s in expr.free_symbols}
     if isinstance(expr, _NumpyFunction):
         return _kept_sympy(expr.numpy())
     if isinstance(expr, sp.Function):  # sin, exp, ...: NumPy's ufuncs, a new array

@@ -1081,3 +1081,23 @@ def test_the_state_a_loop_returns_is_not_added_into():
     for a, b in zip((dW, dU, dh0), expected, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
         assert not np.shares_memory(a, h)
+
+
+def test_sole_adjoints_are_never_handed_on_nor_given_an_array_of_another():
+    # What owned.sole reads: an adjoint given another name's array as it is (dU = ds, a
+    # view, a helper that may return its argument) or handed on (dh_2 = dh_1) is not sole.
+    import sympy as sp
+
+    from symdiff.owned import sole
+    from symdiff.program import Line
+    from symdiff.rules import call
+
+    lines = [Line("dW", "None"), Line("dW", "np.multiply.outer(d, h)", accumulate=True),
+             Line("dh_2", "dh_1"), Line("dh_1", "None"), Line("dh_1", "d @ W"),
+             Line("dU", sp.Symbol("ds")), Line("dV", "_unbroadcast(dz, V)", like="V"),
+             Line("dX", "np.reshape(dY, np.shape(X))"), Line("dZ", "_matmul_grad(g, a, b, 0)"),
+             Line("dA", sp.Symbol("e") * 2), Line("dB", call("np.where")(sp.Symbol("c"), 1, 0)),
+             Line("dC", call("np.asarray")(sp.Symbol("f"))), Line("dD", "dD", like="D")]
+    names = {"dW", "dh_1", "dh_2", "dU", "ds", "dV", "dz", "dX", "dY", "dZ", "dA", "e", "dB",
+             "c", "dC", "f", "dD"}
+    assert sole(lines, names, "np") == {"dW", "dZ", "dA", "e", "dB", "c", "dD"}
