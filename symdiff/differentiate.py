@@ -34,6 +34,7 @@ from .control import Control, _mark_active, _reaching, _Scope
 from .errors import SymdiffError
 from .floats import Floats, _float_dtype
 from .ir import IR, Eqn, If, Names, symbol
+from .owned import add_in_place, sole
 from .program import Line, Program, _flat, _fold_settles, _rename
 from .prune import _uses
 from .shapes import facts, sources
@@ -86,12 +87,17 @@ class _Differentiator(Control, Floats):
             self._fold_numbers(_fold_settles(backward)), flowed)
         backward, floats = self._floats(backward)
         backward = _unspend(backward, self.spent)
+        # Adjoints no other name can reach are added to in their own arrays (loops too),
+        # where arrays are likely (a number is added to as it is, without a call).
+        arrays = {a for v, a in self.adj.items() if self._made_by_arrays(v)}
+        alone = sole(backward, arrays, self.ir.np_alias)
+        backward = add_in_place(backward, alone)
         forward = self._forward(self.ir.eqns)
         grads = tuple((p, self.adj[p] if p in top.defined and
                        flowed.get(self.adj[p]) != _NONE else None) for p in self.ir.wrt)
         # Copy a gradient that may be someone else's array, or one already returned (wrt
         # naming a parameter twice).
-        shared = tuple(bool(adj) and (not self.fresh.get(p, False) or
+        shared = tuple(bool(adj) and (not (self.fresh.get(p, False) or adj in alone) or
                                       adj in [a for _, a in grads[:i]])
                        for i, (p, adj) in enumerate(grads))
         # A value that is certainly a scalar (a full reduction, say) needs no check; then,
@@ -380,6 +386,8 @@ class _Differentiator(Control, Floats):
         if op.sequence:
             items = [n for p, n, i in eqn.operands if p == op.sequence]
             fields[op.sequence] = "[" + ", ".join(items) + "]"
+        # Where the kinds say how many axes each operand has: one line of NumPy.
+        vjp = op.by_ndim.get(tuple(self._ndim(n) for _, n, _ in eqn.operands), op.vjp)
         for param, name, position in eqn.operands:
             if name in self.active and param in op.vjp:
                 g = "1.0" if eqn.out in self.unit else self.adj[eqn.out]
@@ -389,9 +397,14 @@ class _Differentiator(Control, Floats):
                         name not in scope.defined:
                     self.ones[name] = (op.names[0] == "np.mean", g)
                     self.shapes.setdefault(g, frozenset())  # (a full reduction's: a number)
-                code = op.vjp[param].format(g=g, out=eqn.out,
-                                            np=self.ir.np_alias, i=position, **fields)
+                code = vjp[param].format(g=g, out=eqn.out,
+                                         np=self.ir.np_alias, i=position, **fields)
                 self._accumulate(name, code, scope, group, eqn.where)
+
+    def _ndim(self, name):
+        """The number of axes of the array ``name`` where its kind says (else None)."""
+        k = self.facts.kind(name)
+        return k.ndim if isinstance(k, K.Array) and not k.scalar else None
 
 
 # Array operations whose result is a new array, never a view of an operand nor an operand.

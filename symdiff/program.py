@@ -34,7 +34,7 @@ class Line:
     accumulate: bool = False
     like: str = ""
     comment: str = ""
-    in_place: bool = False  # accumulate into the target's own array (runtime._add_to)
+    in_place: bool = False  # accumulate into the target's own array, or None (runtime._add_to)
     unflowed: bool = False  # accumulate into a target that may be None (runtime._plus)
 
 

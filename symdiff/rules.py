@@ -318,6 +318,9 @@ class ArrayOp:
     position in the list. ``method`` is the ndarray method spelling, if any. An empty
     template marks a parameter that may depend on the differentiated inputs although it
     has no gradient (a shape, a count, np.arange's stop): it is read as code, not refused.
+    ``by_ndim`` maps the operands' numbers of axes, where the gradient's kinds know them,
+    to templates of their own: one line of NumPy where the general one calls a helper that
+    asks at run time (operands are names there, so ``{b}.T`` reads as it should).
     """
 
     names: tuple[str, ...]
@@ -328,6 +331,7 @@ class ArrayOp:
     method: str = ""
     note: str = ""
     positional: int = 99  # how many parameters NumPy takes by position here
+    by_ndim: dict[tuple[int, ...], dict[str, str]] = field(default_factory=dict)
 
     @property
     def optional(self) -> int:
@@ -403,6 +407,13 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
 
 A = ArrayOp
 _RED = {"axis": "None", "keepdims": "False"}
+# C = A @ B of vectors and matrices, by (A.ndim, B.ndim): dA, dB as one would write them.
+_MATMUL = {
+    (1, 1): {"a": "{g} * {b}", "b": "{g} * {a}"},
+    (2, 1): {"a": "{np}.multiply.outer({g}, {b})", "b": "{g} @ {a}"},
+    (1, 2): {"a": "{b} @ {g}", "b": "{np}.multiply.outer({a}, {g})"},
+    (2, 2): {"a": "{g} @ {b}.T", "b": "{a}.T @ {g}"},
+}
 _UNREDUCE = "_unreduce({g}, {a}, {axis}, {keepdims})"
 ARRAY_OPS: tuple[ArrayOp, ...] = (
     # NumPy's third positional parameter of a reduction is dtype or out: only a and axis
@@ -433,14 +444,19 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
       note="2-norm of vectors and Frobenius norm (ord None, 2 or 'fro'); other orders refused"),
     A(("np.matmul",), ("a", "b"), {"a": "_matmul_grad({g}, {a}, {b}, 0)",
                                    "b": "_matmul_grad({g}, {a}, {b}, 1)"},
-      note="also the @ operator; 1-D, 2-D and batched"),
+      note="also the @ operator; 1-D, 2-D and batched", by_ndim=_MATMUL),
     A(("np.dot",), ("a", "b"), {"a": "_dot_grad({g}, {a}, {b}, 0)",
                                 "b": "_dot_grad({g}, {a}, {b}, 1)"}, method="dot",
-      note="scalars, 1-D and 2-D"),
+      note="scalars, 1-D and 2-D", by_ndim=_MATMUL),
+    # (np.inner sums over both last axes: a @ b where b is a vector, else a @ b.T)
     A(("np.inner",), ("a", "b"), {"a": "_inner_grad({g}, {a}, {b}, 0)",
-                                  "b": "_inner_grad({g}, {a}, {b}, 1)"}),
+                                  "b": "_inner_grad({g}, {a}, {b}, 1)"},
+      by_ndim={(1, 1): _MATMUL[1, 1], (2, 1): _MATMUL[2, 1],
+               (1, 2): {"a": "{g} @ {b}", "b": "{np}.multiply.outer({g}, {a})"},
+               (2, 2): {"a": "{g} @ {b}", "b": "{g}.T @ {a}"}}),
     A(("np.outer",), ("a", "b"), {"a": "_outer_grad({g}, {a}, {b}, 0)",
-                                  "b": "_outer_grad({g}, {a}, {b}, 1)"}),
+                                  "b": "_outer_grad({g}, {a}, {b}, 1)"},
+      by_ndim={(1, 1): {"a": "{g} @ {b}", "b": "{a} @ {g}"}}),
     A(("np.einsum",), ("subscripts", "operands"),
       {"operands": "_einsum_grad({subscripts}, {g}, {operands}, {i})"}, sequence="operands",
       note="explicit subscripts ('ij,jk->ik'), no repeated index within one operand"),

@@ -36,6 +36,9 @@ def _unbroadcast(g, x, like=None):
     """
     if type(g) in _SCALARS and type(x) in _SCALARS and like is None:
         return g  # the common scalar case, without NumPy's shape machinery
+    if type(g) is np.ndarray and type(x) is np.ndarray and like is None and \
+            g.shape == x.shape:
+        return g  # arrays of one shape (in a loop's every step): without np.shape
     if like is not None:
         full = np.broadcast_shapes(*map(np.shape, like))
         if np.shape(g) != full:
@@ -411,8 +414,17 @@ def _prod_others(x, axis=None):
 
 def _matmul_grad(g, a, b, which):
     """The adjoint of operand ``which`` (0: a, 1: b) of ``a @ b``, for 1-D to batched N-D."""
-    if np.ndim(a) == 1 and np.ndim(b) == 1:
+    na, nb = np.ndim(a), np.ndim(b)
+    if na == 1 and nb == 1:
         return g * (b if which == 0 else a)
+    if na <= 2 and nb <= 2 and na and nb:
+        # Vectors and matrices: a new array of the operand's shape, in one product (a k=1
+        # product reshaped would hand _fit a view, which it copies).
+        if which == 0:
+            return np.multiply.outer(g, b) if nb == 1 else \
+                b @ g if na == 1 else g @ np.transpose(b)
+        return np.multiply.outer(a, g) if na == 1 else \
+            g @ a if nb == 1 else np.transpose(a) @ g
     a2 = a[None, :] if np.ndim(a) == 1 else a
     b2 = b[:, None] if np.ndim(b) == 1 else b
     if np.ndim(a) == 1:
@@ -448,9 +460,9 @@ def _inner_grad(g, a, b, which):
 
 def _outer_grad(g, a, b, which):
     """The adjoint of operand ``which`` of ``np.outer(a, b)``."""
-    if which == 0:
-        return np.reshape(g @ np.ravel(b), np.shape(a))
-    return np.reshape(np.ravel(a) @ g, np.shape(b))
+    d = g @ np.ravel(b) if which == 0 else np.ravel(a) @ g
+    shape = np.shape(a if which == 0 else b)
+    return d if np.shape(d) == shape else np.reshape(d, shape)  # (not a view: _fit copies)
 
 
 def _einsum_problem(spec, count):
@@ -563,10 +575,17 @@ def _holds(acc, g):
 
 def _add_to(acc, g):
     """``acc + g``, added into ``acc`` itself where it is an array that the gradient made
-    for this adjoint alone (the caller knows) and that can hold the sum."""
-    if _holds(acc, g):
-        acc += g
-        return acc
+    for this adjoint alone (the caller knows) and that can hold the sum. ``acc`` None:
+    nothing has flowed back to it yet (see ``_plus``)."""
+    if type(acc) is np.ndarray and isinstance(g, _NUMERIC):
+        flags = acc.flags  # (_own, inlined: this runs on every step of a loop)
+        if flags.writeable and flags.owndata:
+            try:  # NumPy refuses, before it writes, a sum of another shape or dtype
+                return np.add(acc, g, out=acc, casting="safe")
+            except (TypeError, ValueError):
+                pass
+    elif acc is None:
+        return _plus(acc, g)
     return acc + g
 
 

@@ -209,9 +209,14 @@ class _Walk:
         a number."""
         found = [self.known.get(n) if n else None for n in names]
         self.bind(name, found[0] if all(k == found[0] for k in found) else None)
+        # (in a loop, the sources each iteration leaves are the ones it found, or the
+        # variable is its own source; the loop's walk tries both: see loop)
+        shapes = {sources(self.found, n) if n else None for n in names}
         if all(n and (_is_scalar(self.known.get(n)) or self.found.get(n) == frozenset())
                for n in names):
             self.found[name] = frozenset()
+        elif len(shapes) == 1 and None not in shapes and name not in min(shapes):
+            self.found[name] = min(shapes)  # one shape, whichever value it holds
         else:
             self.found.pop(name, None)
 

@@ -173,13 +173,27 @@ def test_add_to_adds_in_place_only_into_an_array_of_its_own():
     owned = np.ones(3)
     assert _add_to(owned, np.full(3, 2.0)) is owned and _add_to(owned, 1.0) is owned
     np.testing.assert_allclose(owned, [4.0, 4.0, 4.0])
+    rows = np.zeros((2, 3))  # a smaller addend spreads; a float32 one fits float64
+    assert _add_to(rows, np.ones(3, dtype=np.float32)) is rows
+    assert _add_to(rows, np.arange(2.0)[:, None]) is rows
+    np.testing.assert_allclose(rows, [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])
     for acc, g in ((np.broadcast_to(np.ones(1), (3,)), 0.5), (np.ones(3, dtype=int), 0.5),
-                   (np.ones(6)[::2], 0.5), (np.ones(3), np.ones((2, 3))), (1.0, np.ones(3))):
+                   (np.ones(6)[::2], 0.5), (np.ones(3), np.ones((2, 3))), (1.0, np.ones(3)),
+                   (np.ones(3, dtype=np.float32), np.full(3, 1e-9)),
+                   (np.ones((2, 3), dtype=np.float32).T, np.ones((3, 2), dtype=np.float32)),
+                   (np.ones(3), [1.0, 2.0, 3.0]), (np.ones(3), np.ones(3) * 1j)):
         before = np.array(acc, copy=True)
         out = _add_to(acc, g)
-        assert out is not acc
+        assert out is not acc and out.dtype == np.result_type(acc, np.asarray(g))
         np.testing.assert_array_equal(acc, before)
         np.testing.assert_allclose(out, before + g)
+    # None: nothing has flowed back yet; the sum is then g, in an array of its own (g may be
+    # another adjoint's array, which a later addition must not write into).
+    g = np.ones(3)
+    out = _add_to(None, g)
+    assert out is not g and not np.shares_memory(out, g)
+    np.testing.assert_array_equal(out, g)
+    assert _add_to(None, 2.5) == 2.5
 
 
 def test_gradients_handed_on_unchanged_are_never_one_array_twice():
@@ -549,6 +563,66 @@ def test_stacking_edge_cases(name, arg):
 def test_dot_of_3d_array_raises_symdiff_error():
     with pytest.raises(SymdiffError):
         grad(LINALG.dot_3d, wrt=(0, 1))(B234, RNG.standard_normal((4, 2)))
+
+
+# --- products of vectors and matrices of known ndim: one line of NumPy ---------------------
+
+# (function, arguments, the adjoint lines it must read as)
+PRODUCTS = [
+    ("matmul", (M34, V4), ["da = np.multiply.outer(d_t0, b)", "db = d_t0 @ a"]),
+    ("matmul", (V3, M34), ["da = b @ d_t0", "db = np.multiply.outer(a, d_t0)"]),
+    ("matmul", (M34, M45), ["da = d_t0 @ b.T", "db = a.T @ d_t0"]),
+    ("matmul", (V4, V4), ["da = d_t0 * b", "db = d_t0 * a"]),
+    ("dot", (M34, V4), ["da = np.multiply.outer(d_t0, b)", "db = d_t0 @ a"]),
+    ("dot_method", (M34, M45), ["da = d_t0 @ b.T", "db = a.T @ d_t0"]),
+    ("outer", (V3, V4), ["da = d_t0 @ b", "db = a @ d_t0"]),
+    ("inner", (V4, V4), ["da = d_t0 * b", "db = d_t0 * a"]),
+    ("inner", (M34, V4), ["da = np.multiply.outer(d_t0, b)", "db = d_t0 @ a"]),
+    ("inner", (V4, M34), ["da = d_t0 @ b", "db = np.multiply.outer(d_t0, a)"]),
+    ("inner", (M34, M34[:2]), ["da = d_t0 @ b", "db = d_t0.T @ a"]),
+]
+
+
+def _adjoint_lines(source):
+    return [line.strip() for line in source.splitlines() if line.strip().startswith("d")]
+
+
+@pytest.mark.parametrize(("name", "args", "lines"), PRODUCTS,
+                         ids=[f"{n}-{np.ndim(a)}d-{np.ndim(b)}d" for n, (a, b), _ in PRODUCTS])
+def test_products_of_known_ndim_are_one_line_of_numpy(name, args, lines):
+    f = getattr(LINALG, name)
+    g = grad(f, wrt=(0, 1))
+    source = g.source_for(*args)
+    assert "_matmul_grad" not in source and "_dot_grad" not in source
+    assert "_outer_grad" not in source and "_inner_grad" not in source
+    for line in lines:
+        assert any(line in text for text in _adjoint_lines(source)), (line, source)
+    agrees(f, args, (0, 1))
+    # The build for arrays of any ndim (the helpers) gives the same gradients.
+    for ours, general in zip(g(*args), g.__wrapped__(*args), strict=True):
+        np.testing.assert_allclose(ours, general, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("args", [
+    (M33, M33), (M34.astype(np.float32), V4), (V3.astype(np.float32), M34.astype(np.float32)),
+    (M34, np.array([1, -2, 0, 3])), (np.array([[1, 2, 0, 3], [0, 1, -1, 2]]), V4),
+], ids=["one-array-twice", "float32-and-float64", "float32", "int-vector", "int-matrix"])
+def test_products_of_known_ndim_of_other_dtypes_and_one_array_twice(args):
+    # contract_grads: float32 stays float32, integers give float64, nothing shared
+    agrees(LINALG.matmul, args, (0, 1))
+
+
+def test_the_product_helpers_hand_out_arrays_of_their_own():
+    # _fit copies a view it is handed: the general helper gives none for vectors and
+    # matrices (a 1000 x 500 adjoint was a k=1 product reshaped, then copied).
+    from symdiff.runtime import _matmul_grad, _outer_grad
+    for a, b in [(M34, V4), (V3, M34), (M34, M45)]:
+        g = np.ones(np.shape(a @ b))
+        for which in (0, 1):
+            d = _matmul_grad(g, a, b, which)
+            assert d.flags.owndata and d.shape == np.shape((a, b)[which])
+    for which in (0, 1):
+        assert _outer_grad(np.ones((3, 4)), V3, V4, which).flags.owndata
 
 
 NORMS = load("""

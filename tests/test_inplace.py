@@ -1007,3 +1007,141 @@ def test_a_value_kept_by_stop_gradient_is_not_written_into():
     E = np.exp(X43)
     expected = 3 * E / np.sum(E, axis=1, keepdims=True) + E
     checked(SWEEP, "spent_exp_kept_by_stop_gradient", (X43,), expected=[expected])
+# --- adding into an adjoint on every step of a loop ----------------------------------------
+
+LOOPS = load("""
+import numpy as np
+
+A3 = np.array([[0.2, -0.4, 0.1], [0.5, 0.3, -0.2], [-0.1, 0.6, 0.4]])
+
+def rnn(W, U, xs, h0):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h + U @ xs[t])
+    return np.sum(h**2)
+
+def read_twice(W, U, xs, h0):
+    # h is read twice in a step: its adjoint, handed on from the step after, is added to
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h + U @ xs[t]) + 0.5 * h
+    return np.sum(h**2)
+
+def running_sum(W, V, xs):
+    # W's and V's adjoints each get the running sum's adjoint as it is, on every step
+    s = W * 0.0
+    for t in range(xs.shape[0]):
+        s = s * xs[t, 0] + W + V
+    return np.sum(s**2)
+
+def shared_start(W, X, xs):
+    # dW and dX start as one array, the adjoint of S; the loop then adds to dW alone
+    h = xs[0]
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h)
+    S = W + X
+    return np.sum(h**2) + np.sum(np.sin(S))
+
+def branch_then_loop(W, xs, c):
+    h = xs[0]
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h)
+    y = np.sum(h**2)
+    if c > 0:
+        S = W + 0.0
+        y = y + np.sum(np.sin(S))
+    return y
+
+def nested(W, xs):
+    h = xs[0]
+    for t in range(xs.shape[0]):
+        for k in range(2):
+            h = np.tanh(W @ h + xs[t])
+    return np.sum(h**2)
+
+def module_matrix(x, xs):
+    h = x
+    for t in range(xs.shape[0]):
+        h = np.tanh(A3 @ h + xs[t])
+    return np.sum(h**2)
+
+def with_state(W, U, xs, h0):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h + U @ xs[t])
+    return np.sum(h**2), h
+""")
+
+XS = RNG.standard_normal((4, 3))
+H3 = RNG.standard_normal(3) * 0.5
+
+
+def test_a_loop_adds_into_the_adjoints_it_made_in_place():
+    source = grad(LOOPS.rnn, wrt=("W", "U")).source_for(W33, W33, XS, H3)
+    assert "dW = _add_to(dW, np.multiply.outer(" in source
+    assert "dU = _add_to(dU, np.multiply.outer(" in source
+    assert "_plus(" not in source and "_matmul_grad" not in source
+    assert "return (_fit(dW, W), _fit(dU, U))" in source  # no copy: arrays of their own
+
+
+@pytest.mark.parametrize(("name", "args", "wrt"), [
+    ("rnn", (W33, W33 * 0.5, XS, H3), (0, 1, 3)),
+    ("rnn", (W33, W33, XS, H3), (0, 1)),  # one array passed as W and as U
+    ("rnn", (W33, W33, XS, W33[0]), (0, 1, 3)),  # h0 a row of W
+    ("rnn", (W33, W33 * 0.5, XS[:0], H3), (0, 1, 3)),  # no step
+    ("rnn", (W33, W33 * 0.5, XS[:1], H3), (0, 1, 3)),  # one step
+    ("read_twice", (W33, W33 * 0.5, XS, H3), (0, 1, 3)),
+    ("running_sum", (W33, W33 * 0.5, XS), (0, 1)),
+    ("shared_start", (W33, W33 * 0.5, XS), (0, 1)),
+    ("shared_start", (W33, W33, XS), (0, 1)),
+    ("branch_then_loop", (W33, XS, 1.0), (0,)),
+    ("branch_then_loop", (W33, XS, -1.0), (0,)),
+    ("nested", (W33, XS), (0,)),
+    ("module_matrix", (H3, XS), (0, 1)),
+], ids=["rnn", "W-is-U", "h0-a-row-of-W", "no-step", "one-step", "read-twice", "running-sum",
+        "shared-start", "shared-start-W-is-X", "branch-taken", "branch-not-taken", "nested",
+        "module-matrix"])
+def test_additions_in_place_in_loops_agree(name, args, wrt):
+    checked(LOOPS, name, args, wrt=wrt)
+
+
+def test_additions_in_place_in_loops_of_other_dtypes():
+    f = LOOPS.rnn
+    single = tuple(a.astype(np.float32) for a in (W33, W33 * 0.5, XS, H3))
+    wide = tuple(a.astype(np.float64) for a in single)
+    grads = run(f, single, (0, 1, 3))  # float32 in, float32 out
+    for g, e in zip(grads, grad(f, wrt=(0, 1, 3))(*wide), strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+    ints = np.array([[1, -2, 0], [2, 1, -1]])
+    checked(LOOPS, "rnn", (W33, W33 * 0.5, ints, H3), wrt=(0, 1, 3))
+    checked(LOOPS, "rnn", (W33.astype(np.float32), W33 * 0.5, ints, H3), wrt=(0, 1))
+
+
+def test_the_state_a_loop_returns_is_not_added_into():
+    g = grad(LOOPS.with_state, wrt=("W", "U", "h0"), has_aux=True)
+    (dW, dU, dh0), h = g(W33, W33 * 0.5, XS, H3)
+    np.testing.assert_array_equal(h, LOOPS.with_state(W33, W33 * 0.5, XS, H3)[1])
+    expected = grad(LOOPS.rnn, wrt=("W", "U", "h0"))(W33, W33 * 0.5, XS, H3)
+    for a, b in zip((dW, dU, dh0), expected, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+        assert not np.shares_memory(a, h)
+
+
+def test_sole_adjoints_are_never_handed_on_nor_given_an_array_of_another():
+    # What owned.sole reads: an adjoint given another name's array as it is (dU = ds, a
+    # view, a helper that may return its argument) or handed on (dh_2 = dh_1) is not sole.
+    import sympy as sp
+
+    from symdiff.owned import sole
+    from symdiff.program import Line
+    from symdiff.rules import call
+
+    lines = [Line("dW", "None"), Line("dW", "np.multiply.outer(d, h)", accumulate=True),
+             Line("dh_2", "dh_1"), Line("dh_1", "None"), Line("dh_1", "d @ W"),
+             Line("dU", sp.Symbol("ds")), Line("dV", "_unbroadcast(dz, V)", like="V"),
+             Line("dX", "np.reshape(dY, np.shape(X))"), Line("dZ", "_matmul_grad(g, a, b, 0)"),
+             Line("dA", sp.Symbol("e") * 2), Line("dB", call("np.where")(sp.Symbol("c"), 1, 0)),
+             Line("dC", call("np.asarray")(sp.Symbol("f"))), Line("dD", "dD", like="D")]
+    names = {"dW", "dh_1", "dh_2", "dU", "ds", "dV", "dz", "dX", "dY", "dZ", "dA", "e", "dB",
+             "c", "dC", "f", "dD"}
+    assert sole(lines, names, "np") == {"dW", "dZ", "dA", "e", "dB", "c", "dD"}

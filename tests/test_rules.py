@@ -1200,6 +1200,22 @@ def test_array_rule_templates_keep_compound_fields_whole(row):
             assert text in found, (row.names[0], param, name, code)
 
 
+@pytest.mark.parametrize("row", [r for r in ARRAY_ROWS if r.by_ndim],
+                         ids=[r.names[0] for r in ARRAY_ROWS if r.by_ndim])
+def test_array_rule_templates_by_ndim_read_only_names(row):
+    """A template for operands of known ndim writes ``{b}.T``: each field it reads must be
+    an operand or the adjoint, which are names where it is used, and it must give every
+    operand its adjoint, as the general template does."""
+    import string
+
+    for ndims, vjp in row.by_ndim.items():
+        assert len(ndims) == len([p for p in row.params if row.vjp.get(p)])
+        assert set(vjp) == {p for p in row.params if row.vjp.get(p)}
+        for template in vjp.values():
+            used = {f for _, f, _, _ in string.Formatter().parse(template) if f}
+            assert used <= {"g", "np", *vjp}, (row.names[0], ndims, template)
+
+
 def test_var_and_std_with_a_computed_ddof():
     m = load("""
         import numpy as np

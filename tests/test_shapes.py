@@ -5,6 +5,7 @@ A wrong claim would be a silent wrong gradient (an adjoint not summed down) or a
 scalar check, so each unreadable construct is tested to fall back to "its own shape".
 """
 
+import re
 import warnings
 
 import numpy as np
@@ -1007,3 +1008,79 @@ def f(X, W):
     got = grad(f, wrt="X")(X.astype(dtype), W.astype(dtype))
     assert got.dtype == dtype
     np.testing.assert_allclose(got, grad(f, wrt="X")(X, W), rtol=1e-4, atol=1e-4)
+# --- a variable a loop or a branch assigns: the shape every value it may hold has ----------
+
+MERGED = load("""
+import numpy as np
+
+def kept(W, xs):
+    s = W * 0.0
+    for t in range(xs.shape[0]):
+        s = s * xs[t, 0] + np.sin(W)
+    return np.sum(s**2)
+
+def grown(W, V, n):
+    s = W * 1.0
+    for i in range(n):
+        s = s * 0.5 + V  # V may be larger than W: s is W's shape at first only
+    return np.sum(s**2)
+
+def grown_late(W, V, n):
+    s = W * 1.0
+    for i in range(n):
+        t = s * 0.5
+        s = np.cos(t) * W
+        s = s + V * (i > 0)
+    return np.sum(s**2)
+
+def either(x, w, c):
+    if c > 0:
+        y = x * w
+    else:
+        y = np.sin(x) - w
+    z = np.sin(y * x)
+    return np.sum(z * z)
+
+def either_other(x, w, c):
+    if c > 0:
+        y = x * w
+    else:
+        y = np.sin(x) - 1.0
+    z = np.sin(y * x)
+    return np.sum(z * z)
+""")
+
+
+def test_a_loop_that_keeps_a_variable_s_shape_needs_no_summing_down():
+    # (xs[t, 0] is known to be a number where xs's kind is known: source_for)
+    rng = np.random.default_rng(4)
+    W, xs = rng.standard_normal((3, 2)), rng.standard_normal((4, 2))
+    source = grad(MERGED.kept).source_for(W, xs)
+    assert "_unbroadcast" not in source, source
+    for n in (0, 1, 4):
+        agrees(MERGED.kept, (W, xs[:n]))
+
+
+@pytest.mark.parametrize("name", ["grown", "grown_late"])
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_loop_that_may_enlarge_a_variable_sums_its_adjoint_down(name, n):
+    rng = np.random.default_rng(5)
+    f = getattr(MERGED, name)
+    assert "_unbroadcast" in grad(f, wrt=(0, 1)).source
+    for W, V in [(rng.standard_normal(3), rng.standard_normal((2, 3))),
+                 (rng.standard_normal((2, 1)), rng.standard_normal(3)),
+                 (rng.standard_normal(3), rng.standard_normal(3))]:
+        agrees(f, (W, V, n), wrt=(0, 1))
+
+
+def test_a_branch_whose_values_have_one_shape_needs_no_summing_down():
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((2, 3)), rng.standard_normal(3)
+    # (y is x * w or sin(x) - w: of x and w's shape, as y * x is)
+    assert re.search(r"\n    dy_2 = _t\d+\*x\n", grad(MERGED.either, wrt=(0, 1)).source)
+    assert re.search(r"\n    dy_2 = _unbroadcast\(_t\d+\*x, y_2\)\n",
+                     grad(MERGED.either_other, wrt=(0, 1)).source)
+    for c in (1.0, -1.0):
+        for f in (MERGED.either, MERGED.either_other):
+            agrees(f, (x, w, c), wrt=(0, 1))
+            agrees(f, (x[0], w[:1], c), wrt=(0, 1))
