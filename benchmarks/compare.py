@@ -174,15 +174,16 @@ def rosenbrock_hand(x, y):
 
 
 def chain10_hand(x, y, z):
-    # Forward, keeping what the backward step needs; then reverse through the ten lines.
+    # Forward, keeping what the backward step needs; then reverse through the ten lines
+    # (on Python floats: math, as a careful hand would).
     xy = x * y
-    lg = np.log(1 + x * x)
+    lg = math.log(1 + x * x)
     tape = []
     e = x
     for _ in range(10):
-        s = np.sin(e + xy)
-        q = np.exp(-z * e)
-        tape.append((e, s, q, np.cos(e + xy)))
+        s = math.sin(e + xy)
+        q = math.exp(-z * e)
+        tape.append((e, s, q, math.cos(e + xy)))
         e = s * q + lg
     dx = dy = dz = 0.0
     de = 1.0
