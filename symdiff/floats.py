@@ -190,19 +190,66 @@ def on_floats(ir: IR) -> IR:
                 "abs" if name == "abs" else "math") in usable and not any(
                 isinstance(a, ast.Starred) for a in node.args):
             wanted[id(node)] = name
-    # Made where every operand is a Python number, as the kinds say once they are made:
-    # until none is left that is not (one left out may make others' operands NumPy's).
+    # Made where every operand is a Python float or int, as the kinds say once they are
+    # made: until none is left that is not (one left out may make others' operands
+    # NumPy's). Not a bool: np.cosh(True) is a float16.
     before = facts(ir).kinds
+    if any(_weakened(k) for k in before.values()) or any(
+            not isinstance(_read(source, name), (float, int)) for name, source in
+            ir.data_globals):
+        # (module data has no kind in the build's key, so it must not matter: only
+        # Python numbers, which meet math's floats as NumPy's float64 would)
+        return ir
     while wanted or constants:
         made, nodes = _rewritten(ir, wanted, constants)
         known = facts(made)
         wrong = {key for key, node in nodes.items() if not all(
-            isinstance(known.kind_of(a), K.Number) for a in node.args)}
+            known.kind_of(a) in _PYTHON_FLOATS for a in node.args)}
         if not wrong:
-            # (a value the function uses as NumPy's, np.exp(x).item(): no float path)
-            return made if set(before) <= set(known.kinds) else ir
+            # (a value the function uses as NumPy's, np.exp(x).item(): no float path; nor
+            # where a value would be computed in another precision: math.sin(x) * np.cosh(b)
+            # of a bool b is a float16, np.sin(x) * np.cosh(b) a float64)
+            return made if all(_same_value(k, known.kinds.get(name))
+                               for name, k in before.items()) else ir
         wanted = {key: name for key, name in wanted.items() if key not in wrong}
     return ir
+
+
+_PYTHON_FLOATS = (K.FLOAT, K.Number("int"))
+
+
+def _read(source, name):
+    """Module data as the function reads it now: from its module's dict or a cell."""
+    try:
+        return source[name] if isinstance(source, dict) else source.cell_contents
+    except (KeyError, ValueError):
+        return None
+
+
+def _same_value(kind, made) -> bool:
+    """Whether a value of ``kind`` computed with math instead of NumPy, of kind ``made``,
+    is the same number: the same kind, or a Python float (bool) for NumPy's float64
+    (bool) scalar."""
+    return made == kind or isinstance(kind, K.Array) and (kind.scalar or kind.ndim == 0) \
+        and (made, kind.dtype) in ((K.FLOAT, "float64"), (K.Number("bool"), "bool"))
+
+
+def _weakened(kind) -> bool:
+    """Whether a value of this kind would compute in another precision with a Python
+    float than with NumPy's float64: np.exp(t) * w is a float64 for a float32 w, but
+    math.exp(t) * w a float32 (NumPy promotes Python floats weakly). Then, anywhere in
+    the function, NumPy's functions stay, so its values are the ones the function computes."""
+    if isinstance(kind, (K.Tuple, K.List)):
+        return any(_weakened(k) for k in kind.items)
+    if isinstance(kind, K.Dict):
+        return any(_weakened(k) for k in kind.items)
+    if not isinstance(kind, K.Array):
+        return False
+    try:
+        dtype = np.dtype(kind.dtype)
+    except TypeError:
+        return True
+    return np.result_type(dtype, np.float64) != np.result_type(dtype, 1.0)
 
 
 def _fractional_powers(items) -> bool:

@@ -770,6 +770,50 @@ def _same(a, b):
                           equal_nan=True)
 
 
+NARROW = load('''
+import numpy as np
+
+W32 = np.linspace(0.5, 3.0, 7).astype(np.float32)
+
+def phase(t, w):
+    return np.sum(np.cos(np.exp(t) * w * 1e5))
+
+def phase_of_data(t):
+    return np.sum(np.cos(np.exp(t) * W32 * 1e5))
+
+def root(x, y):
+    return np.sqrt(np.exp(x) * y)
+
+def flagged(x, b):
+    return np.sin(x) * np.cosh(b)
+''')
+
+
+@pytest.mark.parametrize(("name", "args", "wrt"), [
+    ("phase", (2.0, np.linspace(0.5, 3.0, 7).astype(np.float32)), 0),
+    ("phase_of_data", (2.0,), 0),
+    ("root", (12.0, np.float16(1.0)), 0),
+    ("flagged", (0.8, True), 0),
+])
+def test_python_floats_meeting_narrower_numpy_values_compute_as_the_function_does(
+        name, args, wrt):
+    # NumPy promotes a Python float weakly: math.exp(t) * w is a float32 for a float32 w,
+    # np.exp(t) * w a float64. The gradient must compute as the function does (NumPy's
+    # float64 here), not in float32 or float16: 5% off, or inf, before.
+    f = getattr(NARROW, name)
+    got = grad(f, wrt=wrt)(*args)
+    as_array = grad(f, wrt=wrt)(*[np.array(a, dtype=np.float64) if i == wrt else a
+                                  for i, a in enumerate(args)])
+    assert np.allclose(got, as_array, rtol=1e-12, atol=0)
+    if name.startswith("phase"):  # (a phase of 1e6 radians: differences cannot tell)
+        p = np.exp(2.0) * np.linspace(0.5, 3.0, 7).astype(np.float32).astype(np.float64) * 1e5
+        assert np.isclose(got, -np.sum(np.sin(p) * p), rtol=1e-9)
+    else:
+        check_grad(f, args, wrt=(wrt,))
+    value, _ = value_and_grad(f, wrt=wrt)(*args)
+    assert value == f(*args) and np.asarray(value).dtype == np.asarray(f(*args)).dtype
+
+
 @pytest.mark.parametrize("name", ["newton", "mixed"])
 def test_the_float_path_agrees_with_numpy_scalars_and_0d_arrays(name):
     f = getattr(FLOATS, name)
