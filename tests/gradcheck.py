@@ -138,6 +138,14 @@ def fresh_module(source: str, name: str):
     return module
 
 
+def random_data():
+    """The module of data random programs read (``adv4rand.A``, ``adv4rand.B``), made once
+    for whichever test file needs it first."""
+    return sys.modules.get("adv4rand") or fresh_module(
+        "import numpy as np\nA = np.linspace(0.5, 1.5, 4)\n"
+        "B = np.linspace(-1.0, 1.0, 3).reshape(3, 1)\n", "adv4rand")
+
+
 class Frozen:
     """A stand-in for stop_gradient: records each value once, then replays it.
 

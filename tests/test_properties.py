@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 import pytest
-from gradcheck import both, frozen_reference, load, numeric_grad, outcome, random_body
+from gradcheck import both, frozen_reference, load, numeric_grad, outcome, random_body, random_data
 from gradcheck import contract_grads as run
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -690,6 +690,8 @@ def test_random_programs_with_arrays_and_control_flow(body, seed):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5,
                                    err_msg=f"gradient {i} of\n{body}")
 
+
+random_data()  # (the programs below read adv4rand.A and adv4rand.B)
 
 HEAD = """import math
 import numpy as np
