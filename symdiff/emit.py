@@ -79,6 +79,17 @@ class Printer(NumPyPrinter):
             return self._print(expr.numpy())
         return super()._print_Function(expr)
 
+    def _as_ordered_terms(self, expr, order=None):
+        # A name alone (y, -y) is added last: NumPy then adds it into the array the other
+        # terms made (it reuses a temporary), where -y first would be a new array kept
+        # alive while they are computed (0.5*np.tanh(0.5*z) + 0.5 - y).
+        terms = super()._as_ordered_terms(expr, order=order)
+        named = [_named(t) for t in terms]
+        if any(named) and not all(named):
+            terms = [t for t, n in zip(terms, named, strict=True) if not n] + \
+                [t for t, n in zip(terms, named, strict=True) if n]
+        return terms
+
     def _print_Relational(self, expr):
         # Only ever np.where's condition, an argument: no parentheses needed around it.
         return f"{self._print(expr.lhs)} {expr.rel_op} {self._print(expr.rhs)}"
@@ -109,6 +120,12 @@ _MATH = {**{name: "math." + name for name in (
     **{"arc" + name: "math.a" + name for name in (
         "sin", "cos", "tan", "sinh", "cosh", "tanh", "tan2")},
     "sign": "_sign"}
+
+
+def _named(term) -> bool:
+    """Whether a term of a sum is a name, or a name negated."""
+    return term.is_Symbol or term.is_Mul and len(term.args) == 2 and \
+        term.args[0] == -1 and term.args[1].is_Symbol
 
 
 def emit(program: Program, floats=True) -> str:

@@ -92,7 +92,7 @@ def grad_erfy(x):
     if type(_ret) is not float: _check_scalar(_ret, 'erfy')
     d_ret = 1.0
     # grad of line 13: return x * math.erf(x)
-    dx = _t0 + 2*x*np.exp(-x**2)/np.sqrt(np.pi)
+    dx = 2*x*np.exp(-x**2)/np.sqrt(np.pi) + _t0
     return _ret, _fit(dx, x)
 '''
 
