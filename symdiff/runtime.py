@@ -510,11 +510,10 @@ def _transpose_grad(g, axes=None):
     return np.transpose(g, np.argsort([a % np.ndim(g) for a in axes]))
 
 
-def _trace_grad(g, a):
-    """The adjoint of ``np.trace(a)``: g on the diagonal of a's first two axes."""
-    n, m = np.shape(a)[:2]
-    eye = np.reshape(np.eye(n, m), (n, m) + (1,) * (np.ndim(a) - 2))
-    return eye * g
+def _trace_grad(g, a, offset=0, axis1=0, axis2=1):
+    """The adjoint of ``np.trace(a, offset, axis1, axis2)``: g on that diagonal."""
+    length = np.shape(np.diagonal(a, offset, axis1, axis2))[-1]
+    return _diagonal_grad(np.expand_dims(g, -1) * np.ones(length), a, offset, axis1, axis2)
 
 
 def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
@@ -739,3 +738,72 @@ def _linspace_grad(g, start, stop, num, endpoint, dtype, axis, which):
 def _sign(x):
     """``np.sign`` of a Python float, as a Python float (0.0 at 0 and -0, nan at nan)."""
     return 1.0 if x > 0 else -1.0 if x < 0 else x + 0.0
+
+
+def _diagonal_grad(g, a, offset=0, axis1=0, axis2=1):
+    """The adjoint of ``np.diagonal(a, offset, axis1, axis2)``: zeros of a's shape with g on
+    that diagonal (np.diagonal puts it last, after a's other axes in order)."""
+    out = np.zeros(np.shape(a), np.result_type(g, 0.0))
+    moved = np.moveaxis(out, (axis1, axis2), (-2, -1))  # a view: writes land in out
+    k = np.arange(np.shape(g)[-1])
+    moved[..., k + max(-offset, 0), k + max(offset, 0)] = g
+    return out
+
+
+def _diag_grad(g, v, k=0):
+    """The adjoint of ``np.diag(v, k)``: a vector's is g's k-th diagonal, a matrix's is
+    its k-th diagonal g in a matrix of zeros."""
+    if np.ndim(v) == 1:
+        return np.diagonal(g, k).copy()
+    return _diagonal_grad(g, v, k)
+
+
+def _cross_grad(g, a, b, which):
+    """The adjoint of ``np.cross(a, b)`` for a (which 0: b x g) or b (1: g x a), of
+    vectors of 3 along the last axis (vectors of 2 make a number: refused)."""
+    if np.shape(a)[-1:] != (3,) or np.shape(b)[-1:] != (3,):
+        raise SymdiffError("np.cross is differentiated only for vectors of 3 along the "
+                           f"last axis, not of shapes {np.shape(a)} and {np.shape(b)}")
+    if which == 0:
+        return _unbroadcast(np.cross(b, g), a)
+    return _unbroadcast(np.cross(g, a), b)
+
+
+def _kron_grad(g, a, b, which):
+    """The adjoint of ``np.kron(a, b)`` for a (which 0) or b (1): out[i*q + j] is
+    a[i]*b[j] on each axis, so g reshaped to (a0, b0, a1, b1, ...) is contracted with the
+    other operand."""
+    ndim = max(np.ndim(a), np.ndim(b))
+    sa = (1,) * (ndim - np.ndim(a)) + np.shape(a)
+    sb = (1,) * (ndim - np.ndim(b)) + np.shape(b)
+    pairs = np.reshape(g, [n for both in zip(sa, sb, strict=True) for n in both])
+    if which == 0:
+        other = np.reshape(b, [n for m in sb for n in (1, m)])
+        return np.reshape(np.sum(pairs * other, axis=tuple(range(1, 2 * ndim, 2))),
+                          np.shape(a))
+    other = np.reshape(a, [n for m in sa for n in (m, 1)])
+    return np.reshape(np.sum(pairs * other, axis=tuple(range(0, 2 * ndim, 2))), np.shape(b))
+
+
+def _tensordot_grad(g, a, b, axes, which):
+    """The adjoint of ``np.tensordot(a, b, axes)`` for a (which 0) or b (1): g contracted
+    with the other operand over its free axes, then put back in the operand's axis order."""
+    na, nb = np.ndim(a), np.ndim(b)
+    if isinstance(axes, int):
+        summed_a, summed_b = list(range(na - axes, na)), list(range(axes))
+    else:
+        summed_a, summed_b = ([x] if isinstance(x, int) else list(x) for x in axes)
+    summed_a = [x % na for x in summed_a]
+    summed_b = [x % nb for x in summed_b]
+    free_a = [x for x in range(na) if x not in summed_a]
+    free_b = [x for x in range(nb) if x not in summed_b]
+    ga = list(range(len(free_a)))  # g's axes: a's free ones, then b's
+    gb = list(range(len(free_a), len(free_a) + len(free_b)))
+    if which == 0:
+        # a's free axes, then the summed ones in the order of b's axes they pair with
+        t = np.tensordot(g, b, axes=(gb, free_b))
+        order = [summed_a[summed_b.index(x)] for x in sorted(summed_b)]
+        return np.transpose(t, np.argsort(free_a + order))
+    t = np.tensordot(a, g, axes=(free_a, ga))  # b's summed axes (in a's order), its free ones
+    order = [summed_b[summed_a.index(x)] for x in sorted(summed_a)]
+    return np.transpose(t, np.argsort(order + free_b))

@@ -1094,7 +1094,21 @@ EDGE_ARRAYS = {
     "np.outer": [("np.sum(np.outer(x, x))", np.ones(1)), ("np.sum(np.outer(x, x))", np.zeros(0))],
     "np.einsum": [("np.einsum('i,i->', x, x)", np.zeros(0)),
                   ("np.einsum('i,i->', x, x)", np.ones(1))],
-    "np.trace": [("np.trace(x)", np.ones((1, 1))), ("np.trace(x)", np.ones((2, 3)))],
+    "np.trace": [("np.trace(x)", np.ones((1, 1))), ("np.trace(x)", np.ones((2, 3))),
+                 ("np.trace(x, 5)", np.ones((2, 3)), np.zeros((2, 3)))],
+    "np.diagonal": [("np.sum(np.diagonal(x))", np.ones((1, 1))),
+                    ("np.sum(np.diagonal(x, 3))", np.ones((2, 3)), np.zeros((2, 3)))],
+    "np.diag": [("np.sum(np.diag(x))", np.ones(1)), ("np.sum(np.diag(x))", np.zeros(0)),
+                ("np.sum(np.diag(x, -4))", np.ones((2, 2)), np.zeros((2, 2)))],
+    "np.triu": [("np.sum(np.triu(x))", np.ones((1, 1))),
+                ("np.sum(np.triu(x, 9))", np.ones((2, 2)), np.zeros((2, 2)))],
+    "np.tril": [("np.sum(np.tril(x))", np.ones(1), [1.0]),
+                ("np.sum(np.tril(x))", np.zeros((0, 3)))],
+    "np.cross": [("np.sum(np.cross(x, x))", np.ones(3), np.zeros(3)),
+                 ("np.sum(np.cross(x, x))", np.zeros((0, 3)))],
+    "np.kron": [("np.sum(np.kron(x, x))", np.ones(1)), ("np.sum(np.kron(x, x))", np.zeros(0))],
+    "np.tensordot": [("np.tensordot(x, x, 1)", np.ones(1)),
+                     ("np.tensordot(x, x, 1)", np.zeros(0))],
     "np.transpose": [("np.sum(np.transpose(x) ** 2)", np.array(2.0))],
     "np.reshape": [("np.sum(np.reshape(x, (-1,)) ** 2)", np.array(2.0))],
     "np.ravel": [("np.sum(np.ravel(x) ** 2)", np.array(2.0))],
@@ -1381,3 +1395,77 @@ def f(x, y):
         for a, b in ((floats, scalars), (floats, arrays)):
             np.testing.assert_allclose(np.array(a, dtype=float), np.array(b, dtype=float),
                                        rtol=1e-13, atol=0, equal_nan=True)
+
+
+# --- matrix structure: np.diagonal, np.diag, np.triu, np.tril, np.trace with offset,
+# np.kron, np.tensordot, np.cross (their central-difference cases are in test_arrays) ---
+
+MATRIX_RULES = [
+    ("np.sum(np.diagonal(x, 1) * np.arange(1.0, 4.0))", (3, 5)),
+    ("np.sum(x.diagonal(-1, 0, 2) ** 2)", (3, 2, 4)),
+    ("np.sum(np.diag(x, 1) ** 2)", (3,)),
+    ("np.sum(np.diag(x, -1) ** 2)", (4, 3)),
+    ("np.sum(np.triu(x, -1) ** 2)", (3, 4)),
+    ("np.sum(np.tril(x, 1) ** 2)", (4,)),
+    ("np.trace(x, 1) ** 2 + x.trace(-1) ** 3", (3, 4)),
+    ("np.sum(np.trace(x, 0, 2, 1) ** 2)", (2, 3, 3)),
+    ("np.sum(np.kron(x, x.T) ** 2)", (2, 3)),
+    ("np.sum(np.tensordot(x, x, axes=([0], [1])) ** 2)", (3, 3)),
+    ("np.sum(np.cross(x, x[::-1]) ** 2)", (2, 3)),
+]
+
+
+@pytest.mark.parametrize(("body", "shape"), MATRIX_RULES)
+def test_matrix_structure_rules_match_central_differences_and_jax(body, shape):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return {body}\n", "f")
+    x = np.random.default_rng(7).standard_normal(shape)
+    ours = check_grad(f, (x,))[0]
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    if "np.tril(x, 1)" in body:  # (JAX's tril takes no vector)
+        return
+    reference = load(f"import jax.numpy as np\n\n\ndef f(x):\n    return {body}\n", "f")
+    np.testing.assert_allclose(ours, jax.grad(reference)(jnp.asarray(x)), rtol=1e-10,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("body", [row[0] for row in MATRIX_RULES])
+def test_matrix_structure_rules_on_float32_and_integers(body):
+    shape = dict(MATRIX_RULES)[body]
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return {body}\n", "f")
+    x = np.random.default_rng(8).standard_normal(shape)
+    single = grad(f)(x.astype(np.float32))
+    assert single.dtype == np.float32
+    np.testing.assert_allclose(single, grad(f)(x), rtol=1e-3, atol=1e-3)
+    integers = np.arange(np.prod(shape)).reshape(shape) % 3 - 1
+    ours = grad(f)(integers)
+    assert ours.dtype == np.float64
+    np.testing.assert_allclose(ours, grad(f)(integers.astype(float)), rtol=1e-12)
+
+
+def test_tensordot_pairs_axes_in_the_order_given():
+    f = load("import numpy as np\n\n\ndef f(x, y):\n"
+             "    return np.sum(np.tensordot(x, y, axes=((2, 0), (0, 1))) ** 2)\n", "f")
+    rng = np.random.default_rng(9)
+    check_grad(f, (rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 2, 5))), wrt=(0, 1))
+
+
+def test_cross_keywords_are_refused():
+    f = load("import numpy as np\n\n\ndef f(x, y):\n"
+             "    return np.sum(np.cross(x, y, axisa=0))\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.ones((3, 2)), np.ones((2, 3)))
+    assert str(e.value).splitlines()[0].endswith(
+        ".py:5:40: np.cross(..., axisa=...) is not supported")
+    assert "supported instead: np.cross(a, b)" in str(e.value)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # (NumPy's, for vectors of 2)
+def test_cross_of_vectors_of_two_is_refused():
+    f = load("import numpy as np\n\n\ndef f(x, y):\n    return np.cross(x, y)\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.ones(2), np.ones(2))
+    assert ("np.cross is differentiated only for vectors of 3 along the last axis, not of "
+            "shapes (2,) and (2,)") in str(e.value)
