@@ -26,7 +26,7 @@ def kinked(x):
 
 
 def unsupported(x):
-    return np.sum(np.cross(x, x + 1.0))
+    return np.sum(np.convolve(x, x + 1.0))
 """
 
 
@@ -39,7 +39,7 @@ def test_a_right_gradient_is_right_and_a_refusal_keeps_its_first_line():
     assert peers.run_case(_case("smooth", (np.array([0.3, -1.2]),)), 20)["status"] == "right"
     refused = peers.run_case(_case("unsupported", (np.ones(3),)), 20)
     assert refused["status"] == "refused"
-    assert "np.cross" in refused["detail"] and "\n" not in refused["detail"]
+    assert "np.convolve" in refused["detail"] and "\n" not in refused["detail"]
 
 
 def test_an_answer_that_disagrees_with_central_differences_is_wrong():
