@@ -739,3 +739,29 @@ def _linspace_grad(g, start, stop, num, endpoint, dtype, axis, which):
 def _sign(x):
     """``np.sign`` of a Python float, as a Python float (0.0 at 0 and -0, nan at nan)."""
     return 1.0 if x > 0 else -1.0 if x < 0 else x + 0.0
+
+
+def _sinc_slope(x):
+    """The derivative of np.sinc: (cos(pi x) - sinc(x)) / x, and its limit 0 at x = 0."""
+    x = np.asarray(x, dtype=np.result_type(x, np.float64))
+    safe = np.where(x == 0, 1.0, x)
+    return np.where(x == 0, 0.0, (np.cos(np.pi * safe) - np.sinc(safe)) / safe)[()]
+
+
+def _cumsum_grad(g, a, axis):
+    """The adjoint of np.cumsum: entry k gets the sum of g from k on (a reversed cumulative
+    sum); with axis None, over the flattened entries, shaped back as ``a``."""
+    if axis is None:
+        flat = np.ravel(g)
+        return np.reshape(np.flip(np.cumsum(np.flip(flat))), np.shape(a))
+    return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
+
+
+def _diff_grad(g, a, n, axis):
+    """The adjoint of np.diff taken ``n`` times: each difference's adjoint is minus the
+    difference of g padded with one zero at each end of ``axis``."""
+    if np.shape(g)[axis] == 0 and np.shape(a)[axis] <= n:
+        return np.zeros(np.shape(a))  # nothing is left of a along axis: no gradient
+    for _ in range(n):
+        g = -np.diff(g, axis=axis, prepend=0.0, append=0.0)
+    return g
