@@ -765,3 +765,28 @@ def _diff_grad(g, a, n, axis):
     for _ in range(n):
         g = -np.diff(g, axis=axis, prepend=0.0, append=0.0)
     return g
+
+
+def _nanmean_grad(g, a, axis=None, keepdims=False):
+    """The adjoint of np.nanmean: g over the count of entries that are not NaN, to those."""
+    kept = ~np.isnan(a)
+    count = np.maximum(np.sum(kept, axis=axis, keepdims=True), 1).astype(np.float64)
+    return np.where(kept, _unreduce(g, a, axis, keepdims) / count, 0.0)
+
+
+def _cumprod_grad(g, a, axis=None):
+    """The adjoint of np.cumprod, exact where entries are zero (no division): entry i gets
+    (product of the entries before it) * s_i, where s_i = g_i + a_{i+1} * s_{i+1}."""
+    shape = np.shape(a)
+    if axis is None:
+        a, g, axis = np.ravel(a), np.ravel(g), 0
+    a = np.moveaxis(np.asarray(a, dtype=np.result_type(a, np.float64)), axis, 0)
+    g = np.moveaxis(np.asarray(g), axis, 0)
+    if a.shape[0] == 0:
+        return np.zeros(shape)
+    before = np.cumprod(np.concatenate([np.ones_like(a[:1]), a[:-1]]), axis=0)
+    s = np.empty(np.broadcast_shapes(a.shape, g.shape))
+    s[-1] = g[-1]
+    for i in range(a.shape[0] - 2, -1, -1):
+        s[i] = g[i] + a[i + 1] * s[i + 1]
+    return np.reshape(np.moveaxis(before * s, 0, axis), shape)

@@ -1090,6 +1090,16 @@ EDGE_ARRAYS = {
     "np.diff": [("np.sum(np.diff(x) ** 2)", np.ones(1)),
                 ("np.sum(np.diff(x, 3) ** 2)", np.ones(2)),
                 ("np.sum(np.diff(x, 0) ** 2)", np.ones(2))],
+    "np.cumprod": [("np.sum(np.cumprod(x))", np.array(2.0)),
+                   ("np.sum(np.cumprod(x))", np.zeros(0)),
+                   ("np.sum(np.cumprod(x))", np.zeros(3)),
+                   ("np.sum(np.cumprod(x))", np.array([2.0, 0.0, 3.0, 0.0]))],
+    "np.nansum": [("np.nansum(x)", np.array(2.0)), ("np.nansum(x)", np.zeros(0)),
+                  ("np.nansum(x)", np.array([1.0, np.nan]), [1.0, 0.0])],
+    "np.nanmean": [("np.nanmean(x)", np.array(2.0)),
+                   ("np.nanmean(x)", np.array([1.0, np.nan, 3.0]), [0.5, 0.0, 0.5]),
+                   ("np.sum(np.nanmean(x, axis=0))", np.array([[np.nan, 1.0], [3.0, 2.0]]),
+                    [[0.0, 0.5], [1.0, 0.5]])],
     "np.linalg.norm": [("np.linalg.norm(x)", np.zeros(3), np.zeros(3)),
                        ("np.linalg.norm(x)", np.array(-2.0)),
                        ("np.sum(np.linalg.norm(x, axis=1))", np.array([[0.0, 0.0], [3.0, 4.0]]),
@@ -1389,8 +1399,8 @@ def f(x, y):
                                        rtol=1e-13, atol=0, equal_nan=True)
 
 
-# --- scans and elementwise rules of issue 13: cumsum, diff, mod/remainder/fmod, sinc,
-# real/imag/conj/conjugate ---
+# --- scans and elementwise rules of issue 13: cumsum, cumprod, diff, nansum, nanmean,
+# mod/remainder/fmod, sinc, real/imag/conj/conjugate ---
 
 RNG13 = np.random.default_rng(13)
 
@@ -1400,6 +1410,10 @@ RNG13 = np.random.default_rng(13)
     "x.cumsum()", "x.cumsum(axis=1)", "x.cumsum(0)",
     "np.diff(x)", "np.diff(x, 2)", "np.diff(x, n=2, axis=0)", "np.diff(x, axis=1)",
     "np.diff(x, 1, 0)", "np.diff(x, n=0)", "np.diff(x, n=5, axis=1)",
+    "np.cumprod(x)", "np.cumprod(x, axis=0)", "np.cumprod(x, 1)", "x.cumprod()",
+    "x.cumprod(axis=-1)", "np.cumprod(x * (x > 0.3))",
+    "np.nansum(x)", "np.nansum(x, axis=0)", "np.nansum(x, 1, keepdims=True)",
+    "np.nanmean(x)", "np.nanmean(x, axis=1)", "np.nanmean(x, 0, keepdims=True)",
 ])
 def test_scans_against_central_differences(body):
     f = load(f"import numpy as np\n\n\ndef f(x, w):\n    return np.sum(np.sin({body}) * w)\n",
@@ -1464,3 +1478,26 @@ def test_real_imag_and_conj_of_real_values():
     x = RNG13.normal(size=4)
     np.testing.assert_allclose(grad(f)(x), 2 * x + 4, rtol=1e-12)
     check_grad(f, [x])
+
+
+def test_cumprod_is_exact_where_entries_are_zero():
+    f = load("import numpy as np\n\n\ndef f(x, w):\n"
+             "    return np.sum(np.cumprod(x, axis=1) * w)\n", "f")
+    x = np.array([[2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 1.5, -1.0], [1.0, 2.0, -0.5, 0.0]])
+    w = RNG13.normal(size=x.shape)
+    check_grad(f, [x, w])
+    # (each cumprod is a polynomial, so central differences are exact up to rounding)
+    np.testing.assert_allclose(grad(f)(x, w), numeric_grad(f, [x, w], 0), atol=1e-8)
+
+
+def test_nansum_and_nanmean_give_nan_entries_no_gradient():
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.nansum(x, axis=0) ** 2) + np.nanmean(x) ** 2\n", "f")
+    x = RNG13.normal(size=(3, 4))
+    x[1, 2] = np.nan
+    ours = grad(f)(x)
+    assert ours[1, 2] == 0.0
+    kept = ~np.isnan(x)
+    np.testing.assert_allclose(ours[kept], numeric_grad(f, [x], 0)[kept], rtol=1e-6)
+    single = grad(f)(x.astype(np.float32))
+    assert single.dtype == np.float32
