@@ -102,6 +102,18 @@ Rint = _zero_derivative("Rint")
 Sign = _zero_derivative("Sign")
 
 
+class Sinc(_NumpyFunction):
+    """np.sinc, sin(pi x)/(pi x); its slope is a helper of runtime's, 0 at x = 0 (the limit)."""
+
+    nargs = 1
+
+    def numpy(self):
+        return call("np.sinc")(self.args[0])
+
+    def fdiff(self, argindex=1):
+        return call("_sinc_slope")(self.args[0])
+
+
 class Step(_NumpyFunction):
     """Heaviside step, 1/2 at 0: the share each side of a tie gets (JAX, autograd)."""
 
@@ -398,6 +410,14 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     E(("np.floor", "math.floor"), ("x",), Floor, note="derivative 0"),
     E(("np.ceil", "math.ceil"), ("x",), Ceil, note="derivative 0"),
     E(("np.trunc", "np.fix", "math.trunc"), ("x",), Trunc, note="derivative 0"),
+    # As the % operator: x - y*floor(x/y) (fmod truncates), so d/dy = -floor(x/y).
+    E(("np.mod", "np.remainder"), ("x", "y"), lambda x, y: x - y * Floor(x / y), (0.2, 2.0),
+      note="as the % operator: d/dy = -floor(x/y)"),
+    E(("np.fmod",), ("x", "y"), lambda x, y: x - y * Trunc(x / y), (0.2, 2.0),
+      note="d/dy = -trunc(x/y)"),
+    E(("np.sinc",), ("x",), Sinc, note="normalised, sin(pi x)/(pi x); slope 0 at 0"),
+    E(("np.real", "np.conj", "np.conjugate"), ("x",), lambda x: x,
+      note="of real values: identity"),
     E(("math.erf",), ("x",), sp.erf),
     E(("math.erfc",), ("x",), sp.erfc),
     E(("np.deg2rad", "np.radians", "math.radians"), ("x",), lambda x: x * sp.pi / 180),
@@ -438,6 +458,19 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
       {"a": "_std_grad({g}, {a}, {out}, {axis}, {ddof}, {keepdims})"},
       {"axis": "None", "ddof": "0", "keepdims": "False"}, method="std", positional=2,
       note="0 where the entries are equal (one entry, or equal by construction)"),
+    A(("np.cumsum",), ("a", "axis"), {"a": "_cumsum_grad({g}, {a}, {axis})"},
+      {"axis": "None"}, method="cumsum", positional=2,
+      note="the adjoint is the reversed cumulative sum"),
+    A(("np.diff",), ("a", "n", "axis"), {"a": "_diff_grad({g}, {a}, {n}, {axis})"},
+      {"n": "1", "axis": "-1"}, positional=3, note="prepend= and append= refused"),
+    A(("np.cumprod",), ("a", "axis"), {"a": "_cumprod_grad({g}, {a}, {axis})"},
+      {"axis": "None"}, method="cumprod", positional=2, note="exact where entries are zero"),
+    A(("np.nansum",), ("a", "axis", "keepdims"),
+      {"a": "{np}.where({np}.isnan({a}), 0.0, " + _UNREDUCE + ")"}, _RED, positional=2,
+      note="NaN entries get no gradient"),
+    A(("np.nanmean",), ("a", "axis", "keepdims"),
+      {"a": "_nanmean_grad({g}, {a}, {axis}, {keepdims})"}, _RED, positional=2,
+      note="NaN entries get no gradient"),
     A(("np.linalg.norm",), ("x", "ord", "axis", "keepdims"),
       {"x": "_norm_grad({g}, {x}, {out}, {ord}, {axis}, {keepdims})"},
       {"ord": "None", "axis": "None", "keepdims": "False"},
@@ -568,7 +601,7 @@ NO_GRADIENT = ("np.zeros_like", "np.ones_like", "np.zeros", "np.ones",
                "np.argmin", "np.argsort", "np.shape", "np.ndim", "np.size", "np.isnan",
                "np.isfinite", "np.isinf", "len", "range", "int", "bool",
                "np.logical_and", "np.logical_or", "np.logical_not", "np.greater",
-               "np.less", "np.equal")
+               "np.less", "np.equal", "np.imag")
 # Attributes of arrays that carry no gradient.
 NO_GRADIENT_ATTRIBUTES = ("shape", "ndim", "size", "dtype")
 

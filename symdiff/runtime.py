@@ -807,3 +807,54 @@ def _tensordot_grad(g, a, b, axes, which):
     t = np.tensordot(a, g, axes=(free_a, ga))  # b's summed axes (in a's order), its free ones
     order = [summed_b[summed_a.index(x)] for x in sorted(summed_a)]
     return np.transpose(t, np.argsort(order + free_b))
+
+
+def _sinc_slope(x):
+    """The derivative of np.sinc: (cos(pi x) - sinc(x)) / x, and its limit 0 at x = 0."""
+    x = np.asarray(x, dtype=np.result_type(x, np.float64))
+    safe = np.where(x == 0, 1.0, x)
+    return np.where(x == 0, 0.0, (np.cos(np.pi * safe) - np.sinc(safe)) / safe)[()]
+
+
+def _cumsum_grad(g, a, axis):
+    """The adjoint of np.cumsum: entry k gets the sum of g from k on (a reversed cumulative
+    sum); with axis None, over the flattened entries, shaped back as ``a``."""
+    if axis is None:
+        flat = np.ravel(g)
+        return np.reshape(np.flip(np.cumsum(np.flip(flat))), np.shape(a))
+    return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
+
+
+def _diff_grad(g, a, n, axis):
+    """The adjoint of np.diff taken ``n`` times: each difference's adjoint is minus the
+    difference of g padded with one zero at each end of ``axis``."""
+    if np.shape(g)[axis] == 0 and np.shape(a)[axis] <= n:
+        return np.zeros(np.shape(a))  # nothing is left of a along axis: no gradient
+    for _ in range(n):
+        g = -np.diff(g, axis=axis, prepend=0.0, append=0.0)
+    return g
+
+
+def _nanmean_grad(g, a, axis=None, keepdims=False):
+    """The adjoint of np.nanmean: g over the count of entries that are not NaN, to those."""
+    kept = ~np.isnan(a)
+    count = np.maximum(np.sum(kept, axis=axis, keepdims=True), 1).astype(np.float64)
+    return np.where(kept, _unreduce(g, a, axis, keepdims) / count, 0.0)
+
+
+def _cumprod_grad(g, a, axis=None):
+    """The adjoint of np.cumprod, exact where entries are zero (no division): entry i gets
+    (product of the entries before it) * s_i, where s_i = g_i + a_{i+1} * s_{i+1}."""
+    shape = np.shape(a)
+    if axis is None:
+        a, g, axis = np.ravel(a), np.ravel(g), 0
+    a = np.moveaxis(np.asarray(a, dtype=np.result_type(a, np.float64)), axis, 0)
+    g = np.moveaxis(np.asarray(g), axis, 0)
+    if a.shape[0] == 0:
+        return np.zeros(shape)
+    before = np.cumprod(np.concatenate([np.ones_like(a[:1]), a[:-1]]), axis=0)
+    s = np.empty(np.broadcast_shapes(a.shape, g.shape))
+    s[-1] = g[-1]
+    for i in range(a.shape[0] - 2, -1, -1):
+        s[i] = g[i] + a[i + 1] * s[i + 1]
+    return np.reshape(np.moveaxis(before * s, 0, axis), shape)

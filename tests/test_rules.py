@@ -1084,6 +1084,22 @@ EDGE_ARRAYS = {
                ("np.std(x)", np.full(4, 0.1), np.zeros(4)), ("np.std(x)", np.arange(3)),
                ("np.sum(np.std(x, axis=0))", np.array([[1.0, 1.0], [1.0, 2.0]]),
                 [[0.0, -0.5], [0.0, 0.5]])],
+    "np.cumsum": [("np.sum(np.cumsum(x) ** 2)", np.array(2.0)),
+                  ("np.sum(np.cumsum(x) ** 2)", np.zeros(0)),
+                  ("np.sum(np.cumsum(x) ** 2)", np.ones(1))],
+    "np.diff": [("np.sum(np.diff(x) ** 2)", np.ones(1)),
+                ("np.sum(np.diff(x, 3) ** 2)", np.ones(2)),
+                ("np.sum(np.diff(x, 0) ** 2)", np.ones(2))],
+    "np.cumprod": [("np.sum(np.cumprod(x))", np.array(2.0)),
+                   ("np.sum(np.cumprod(x))", np.zeros(0)),
+                   ("np.sum(np.cumprod(x))", np.zeros(3)),
+                   ("np.sum(np.cumprod(x))", np.array([2.0, 0.0, 3.0, 0.0]))],
+    "np.nansum": [("np.nansum(x)", np.array(2.0)), ("np.nansum(x)", np.zeros(0)),
+                  ("np.nansum(x)", np.array([1.0, np.nan]), [1.0, 0.0])],
+    "np.nanmean": [("np.nanmean(x)", np.array(2.0)),
+                   ("np.nanmean(x)", np.array([1.0, np.nan, 3.0]), [0.5, 0.0, 0.5]),
+                   ("np.sum(np.nanmean(x, axis=0))", np.array([[np.nan, 1.0], [3.0, 2.0]]),
+                    [[0.0, 0.5], [1.0, 0.5]])],
     "np.linalg.norm": [("np.linalg.norm(x)", np.zeros(3), np.zeros(3)),
                        ("np.linalg.norm(x)", np.array(-2.0)),
                        ("np.sum(np.linalg.norm(x, axis=1))", np.array([[0.0, 0.0], [3.0, 4.0]]),
@@ -1469,3 +1485,107 @@ def test_cross_of_vectors_of_two_is_refused():
         grad(f)(np.ones(2), np.ones(2))
     assert ("np.cross is differentiated only for vectors of 3 along the last axis, not of "
             "shapes (2,) and (2,)") in str(e.value)
+
+
+# --- scans and elementwise rules of issue 13: cumsum, cumprod, diff, nansum, nanmean,
+# mod/remainder/fmod, sinc, real/imag/conj/conjugate ---
+
+RNG13 = np.random.default_rng(13)
+
+
+@pytest.mark.parametrize("body", [
+    "np.cumsum(x)", "np.cumsum(x, axis=0)", "np.cumsum(x, 1)", "np.cumsum(x, axis=-1)",
+    "x.cumsum()", "x.cumsum(axis=1)", "x.cumsum(0)",
+    "np.diff(x)", "np.diff(x, 2)", "np.diff(x, n=2, axis=0)", "np.diff(x, axis=1)",
+    "np.diff(x, 1, 0)", "np.diff(x, n=0)", "np.diff(x, n=5, axis=1)",
+    "np.cumprod(x)", "np.cumprod(x, axis=0)", "np.cumprod(x, 1)", "x.cumprod()",
+    "x.cumprod(axis=-1)", "np.cumprod(x * (x > 0.3))",
+    "np.nansum(x)", "np.nansum(x, axis=0)", "np.nansum(x, 1, keepdims=True)",
+    "np.nanmean(x)", "np.nanmean(x, axis=1)", "np.nanmean(x, 0, keepdims=True)",
+])
+def test_scans_against_central_differences(body):
+    f = load(f"import numpy as np\n\n\ndef f(x, w):\n    return np.sum(np.sin({body}) * w)\n",
+             "f")
+    x = RNG13.normal(size=(3, 4))
+    w = RNG13.normal(size=np.shape(eval(body, {"np": np, "x": x})))  # noqa: S307
+    check_grad(f, [x, w])
+
+
+@pytest.mark.parametrize("kind", [np.float32, np.int64])
+def test_cumsum_and_diff_of_float32_and_integers(kind):
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.cumsum(x) ** 2) + np.sum(np.diff(x, 2) ** 2)\n", "f")
+    x = np.array([1, -2, 3, 4, 0], dtype=kind)
+    ours = grad(f)(x)
+    assert ours.dtype == (np.float32 if kind is np.float32 else np.float64)
+    np.testing.assert_allclose(ours, numeric_grad(f, [x.astype(np.float64)], 0), rtol=1e-5)
+
+
+def test_diff_with_prepend_is_refused_with_its_line():
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.diff(x, prepend=0.0) ** 2)\n", "f")
+    with pytest.raises(SymdiffError, match=r"(?s):5:.*prepend"):
+        grad(f)(np.ones(3))
+
+
+def test_mod_remainder_fmod_broadcast_and_agree_with_the_operator():
+    f = load("import numpy as np\n\n\ndef f(x, y):\n"
+             "    return np.sum(np.mod(x, y) ** 2 + np.remainder(x, y) * x"
+             " + np.fmod(x, y) ** 3 + (x % y) * y)\n", "f")
+    x = np.array([[2.3, -2.3, 1.1], [-1.7, 0.4, 5.2]])
+    y = np.array([0.7, -0.45, 0.3])
+    check_grad(f, [x, y], wrt=(0, 1))
+    mod = load("import numpy as np\n\n\ndef f(x, y):\n    return np.sum(np.mod(x, y) * x)\n",
+               "f")
+    op = load("import numpy as np\n\n\ndef f(x, y):\n    return np.sum((x % y) * x)\n", "f")
+    for a, b in zip(grad(mod, wrt=(0, 1))(x, y), grad(op, wrt=(0, 1))(x, y), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # d fmod/dy = -trunc(x/y), d mod/dy = -floor(x/y): they differ for x/y < 0
+    fm = load("import numpy as np\n\n\ndef f(x, y):\n    return np.fmod(x, y)\n", "f")
+    md = load("import numpy as np\n\n\ndef f(x, y):\n    return np.mod(x, y)\n", "f")
+    assert grad(fm, wrt=1)(-2.3, 0.7) == pytest.approx(3.0)
+    assert grad(md, wrt=1)(-2.3, 0.7) == pytest.approx(4.0)
+
+
+def test_sinc_slope_is_its_limit_at_zero():
+    f = load("import numpy as np\n\n\ndef f(x):\n    return np.sum(np.sinc(x) ** 2)\n", "f")
+    x = np.array([0.0, 1e-9, 0.3, -1.0, 2.5])
+    check_grad(f, [x])
+    assert np.isfinite(grad(f)(x)).all()
+    one = load("import numpy as np\n\n\ndef f(x):\n    return np.sinc(x)\n", "f")
+    assert grad(one)(0.0) == 0.0
+    # (cos(pi/2) - sinc(1/2)) / (1/2) = -4/pi, in float32 for a float32 argument
+    slope = grad(one)(np.float32(0.5))
+    assert slope == pytest.approx(-4 / np.pi, rel=1e-6)
+    assert slope.dtype == np.float32
+
+
+def test_real_imag_and_conj_of_real_values():
+    f = load("import numpy as np\n\n\ndef f(x):\n    return np.sum(np.real(x) ** 2"
+             " + np.conj(x) * 3 + np.conjugate(x) + np.imag(x) * x)\n", "f")
+    x = RNG13.normal(size=4)
+    np.testing.assert_allclose(grad(f)(x), 2 * x + 4, rtol=1e-12)
+    check_grad(f, [x])
+
+
+def test_cumprod_is_exact_where_entries_are_zero():
+    f = load("import numpy as np\n\n\ndef f(x, w):\n"
+             "    return np.sum(np.cumprod(x, axis=1) * w)\n", "f")
+    x = np.array([[2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 1.5, -1.0], [1.0, 2.0, -0.5, 0.0]])
+    w = RNG13.normal(size=x.shape)
+    check_grad(f, [x, w])
+    # (each cumprod is a polynomial, so central differences are exact up to rounding)
+    np.testing.assert_allclose(grad(f)(x, w), numeric_grad(f, [x, w], 0), atol=1e-8)
+
+
+def test_nansum_and_nanmean_give_nan_entries_no_gradient():
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.nansum(x, axis=0) ** 2) + np.nanmean(x) ** 2\n", "f")
+    x = RNG13.normal(size=(3, 4))
+    x[1, 2] = np.nan
+    ours = grad(f)(x)
+    assert ours[1, 2] == 0.0
+    kept = ~np.isnan(x)
+    np.testing.assert_allclose(ours[kept], numeric_grad(f, [x], 0)[kept], rtol=1e-6)
+    single = grad(f)(x.astype(np.float32))
+    assert single.dtype == np.float32
