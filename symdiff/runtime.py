@@ -767,7 +767,10 @@ def _unrepeat(g, x, repeats, axis=None):
     if g.shape[axis] == 0:
         return np.zeros(shape, g.dtype)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    sums = np.add.reduceat(g, np.minimum(starts, g.shape[axis] - 1), axis=axis)
+    # a zero after the last copy, so that trailing empty groups start inside g
+    pad = [(0, 0)] * g.ndim
+    pad[axis] = (0, 1)
+    sums = np.add.reduceat(np.pad(g, pad), starts, axis=axis)
     # reduceat gives entry g[start] for an empty group: those copies do not exist
     empty = np.reshape(counts == 0, (-1,) + (1,) * (g.ndim - axis - 1))
     return np.reshape(np.where(empty, 0.0, sums).astype(g.dtype, copy=False), shape)

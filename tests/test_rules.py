@@ -1448,6 +1448,8 @@ SHAPE_CASES = [
     ("np.repeat(x, [1, 0, 2], axis=0)", (3, 2)),
     ("np.repeat(x, [2, 1], axis=-1)", (3, 2)),
     ("np.repeat(x, [1, 2, 0, 3, 1, 1])", (3, 2)),
+    ("np.repeat(x, [1, 0, 2, 1, 0, 0])", (3, 2)),
+    ("np.repeat(x, [0, 2, 0], axis=0)", (3, 2)),
     ("np.repeat(x, np.arange(3), axis=1)", (2, 3)),
     ("np.repeat(x, 2, axis=1)", (2, 3, 2)),
     ("x.repeat(2, axis=-1)", (3, 2)),
@@ -1503,6 +1505,16 @@ def test_repeat_of_a_repeated_value_accumulates_with_other_uses():
     f = load("import numpy as np\n\n\ndef f(x):\n"
              "    return np.sum(np.repeat(x, [3, 1], axis=0) * x[0]) + np.sum(x ** 3)\n", "f")
     check_grad(f, [np.random.default_rng(1).standard_normal((2, 3))], (0,))
+
+
+def test_repeat_with_repeats_computed_from_the_input():
+    """Repeats from x itself (piecewise constant): each entry's gradient is its count,
+    also where the last entries are repeated zero times."""
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.repeat(x, x.astype(int)))\n", "f")
+    x = np.array([0.3, 1.7, 2.2, 0.9])
+    np.testing.assert_array_equal(grad(f)(x), [0.0, 1.0, 2.0, 0.0])
+    check_grad(f, [x], (0,))
 
 
 def test_atleast_1d_of_several_arrays_is_refused_with_its_location():
