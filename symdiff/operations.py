@@ -344,7 +344,9 @@ def _reference(node, namespace):
 # reshape, np.flip always, np.einsum where the subscripts only permute or keep axes
 # ('ij->ji'): writing into the result writes there.
 _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "np.transpose",
-          "np.broadcast_to", "np.flip", "np.einsum", "np.diagonal", "np.diag"}
+          "np.broadcast_to", "np.flip", "np.einsum", "np.diagonal", "np.diag", "np.moveaxis",
+          "np.swapaxes", "np.rollaxis", "np.atleast_1d", "np.atleast_2d", "np.atleast_3d",
+          "np.flipud", "np.fliplr"}
 
 
 _UNKNOWN = NOT_LITERAL

@@ -858,3 +858,38 @@ def _cumprod_grad(g, a, axis=None):
     for i in range(a.shape[0] - 2, -1, -1):
         s[i] = g[i] + a[i + 1] * s[i + 1]
     return np.reshape(np.moveaxis(before * s, 0, axis), shape)
+
+
+# --- helpers of the shape rules (issue 13) ---
+
+
+def _unrollaxis(g, x, axis, start=0):
+    """The adjoint of ``np.rollaxis(x, axis, start)``, a moveaxis of ``axis`` to the
+    position NumPy works out from ``start`` (one less where the axis was before it)."""
+    n = np.ndim(x)
+    axis = axis % n
+    start = start + n if start < 0 else start
+    destination = start - 1 if axis < start else start
+    return np.moveaxis(g, destination, axis)
+
+
+def _unrepeat(g, x, repeats, axis=None):
+    """The adjoint of ``np.repeat(x, repeats, axis)``: each entry gets the sum of the
+    adjoints of its copies (of the flattened x where axis is None)."""
+    shape = np.shape(x)
+    if axis is None:
+        x = np.ravel(x)
+        axis = 0
+    axis = axis % max(np.ndim(x), 1)
+    counts = np.broadcast_to(repeats, (np.shape(x)[axis] if np.ndim(x) else 1,))
+    g = np.asarray(g)
+    if g.shape[axis] == 0:
+        return np.zeros(shape, g.dtype)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    # a zero after the last copy, so that trailing empty groups start inside g
+    pad = [(0, 0)] * g.ndim
+    pad[axis] = (0, 1)
+    sums = np.add.reduceat(np.pad(g, pad), starts, axis=axis)
+    # reduceat gives entry g[start] for an empty group: those copies do not exist
+    empty = np.reshape(counts == 0, (-1,) + (1,) * (g.ndim - axis - 1))
+    return np.reshape(np.where(empty, 0.0, sums).astype(g.dtype, copy=False), shape)

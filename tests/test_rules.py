@@ -17,6 +17,7 @@ stable derivatives of logaddexp, hypot and cbrt.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -1135,6 +1136,30 @@ EDGE_ARRAYS = {
     "np.tile": [("np.sum(np.tile(x, 2) ** 2)", np.array(2.0)),
                 ("np.sum(np.tile(x, 0) ** 2)", np.ones(2))],
     "np.flip": [("np.sum(np.flip(x) * np.arange(np.size(x)))", np.ones(1))],
+    "np.moveaxis": [("np.sum(np.moveaxis(x, 0, -1) * np.arange(3))", np.ones((3, 1))),
+                    ("np.sum(np.moveaxis(x, 0, 1) ** 2)", np.zeros((0, 2)))],
+    "np.swapaxes": [("np.sum(np.swapaxes(x, 0, -1) ** 2)", np.ones(1)),
+                    ("np.sum(np.swapaxes(x, 0, 1) ** 2)", np.zeros((2, 0)))],
+    "np.rollaxis": [("np.sum(np.rollaxis(x, 2) * np.arange(2))", np.ones((1, 1, 2))),
+                    ("np.sum(np.rollaxis(x, 1) ** 2)", np.zeros((2, 0)))],
+    "np.atleast_1d": [("np.sum(np.atleast_1d(x) ** 2)", np.array(2.0)),
+                      ("np.sum(np.atleast_1d(x) ** 2)", np.zeros(0))],
+    "np.atleast_2d": [("np.sum(np.atleast_2d(x) ** 2)", np.array(2.0)),
+                      ("np.sum(np.atleast_2d(x) ** 2)", np.ones(3, _F32))],
+    "np.atleast_3d": [("np.sum(np.atleast_3d(x) ** 2)", np.array(2.0)),
+                      ("np.sum(np.atleast_3d(x) ** 2)", np.arange(3))],
+    "np.flipud": [("np.sum(np.flipud(x) * np.arange(np.size(x)))", np.ones(1)),
+                  ("np.sum(np.flipud(x) ** 2)", np.zeros(0))],
+    "np.fliplr": [("np.sum(np.fliplr(x) * np.arange(np.size(x)))", np.ones((1, 1))),
+                  ("np.sum(np.fliplr(x) ** 2)", np.zeros((2, 0)))],
+    "np.roll": [("np.sum(np.roll(x, 1) ** 2)", np.array(2.0)),
+                ("np.sum(np.roll(x, 1) ** 2)", np.zeros(0)),
+                ("np.sum(np.roll(x, 3) * np.arange(np.size(x)))", np.ones(1))],
+    "np.repeat": [("np.sum(np.repeat(x, 2) ** 2)", np.array(2.0)),
+                  ("np.sum(np.repeat(x, 0) ** 2)", np.ones(2)),
+                  ("np.sum(np.repeat(x, 2) ** 2)", np.zeros(0)),
+                  ("np.sum(np.repeat(x, 2) ** 2)", np.arange(3)),
+                  ("np.sum(np.repeat(x, 2) ** 2)", np.ones(3, _F32))],
     "np.concatenate": [("np.sum(np.concatenate([x, x]) ** 2)", np.zeros(0)),
                        ("np.sum(np.concatenate([x]) ** 2)", np.ones(1))],
     "np.stack": [("np.sum(np.stack([x, x]) ** 2)", np.array(2.0))],
@@ -1589,3 +1614,122 @@ def test_nansum_and_nanmean_give_nan_entries_no_gradient():
     np.testing.assert_allclose(ours[kept], numeric_grad(f, [x], 0)[kept], rtol=1e-6)
     single = grad(f)(x.astype(np.float32))
     assert single.dtype == np.float32
+
+
+# --- np.moveaxis, np.swapaxes, np.rollaxis, np.atleast_1d/2d/3d, np.flipud, np.fliplr,
+# np.roll, np.repeat (issue 13): each axis variant against central differences ---
+
+SHAPE_CASES = [
+    ("np.moveaxis(x, 0, -1)", (2, 3, 4)),
+    ("np.moveaxis(x, -1, 0)", (2, 3, 4)),
+    ("np.moveaxis(x, [0, 1], [2, 0])", (2, 3, 4)),
+    ("np.moveaxis(x, source=1, destination=0)", (2, 3)),
+    ("np.swapaxes(x, 0, 2)", (2, 3, 4)),
+    ("np.swapaxes(x, -1, 1)", (2, 3, 4)),
+    ("x.swapaxes(0, 1)", (2, 3)),
+    ("np.rollaxis(x, 2)", (2, 3, 4)),
+    ("np.rollaxis(x, 0, 3)", (2, 3, 4)),
+    ("np.rollaxis(x, 0, 2)", (2, 3, 4)),
+    ("np.rollaxis(x, 1, -1)", (2, 3, 4)),
+    ("np.rollaxis(x, -1, start=1)", (2, 3, 4)),
+    ("np.atleast_1d(x)", ()),
+    ("np.atleast_1d(x)", (3,)),
+    ("np.atleast_2d(x)", ()),
+    ("np.atleast_2d(x)", (3,)),
+    ("np.atleast_2d(x)", (2, 3)),
+    ("np.atleast_3d(x)", ()),
+    ("np.atleast_3d(x)", (3,)),
+    ("np.atleast_3d(x)", (3, 2)),
+    ("np.atleast_3d(x)", (2, 3, 4)),
+    ("np.flipud(x)", (3,)),
+    ("np.flipud(x)", (3, 2)),
+    ("np.fliplr(x)", (3, 2)),
+    ("np.fliplr(x)", (3, 2, 2)),
+    ("np.roll(x, 2)", (3, 2)),
+    ("np.roll(x, -1, axis=1)", (3, 2)),
+    ("np.roll(x, 7, 0)", (3, 2)),
+    ("np.roll(x, (1, 2), axis=(0, 1))", (3, 2)),
+    ("np.roll(x, 1, axis=None)", (3, 2)),
+    ("np.repeat(x, 2)", (3, 2)),
+    ("np.repeat(x, 3)", ()),
+    ("np.repeat(x, 3, axis=0)", (3, 2)),
+    ("np.repeat(x, [1, 0, 2], axis=0)", (3, 2)),
+    ("np.repeat(x, [2, 1], axis=-1)", (3, 2)),
+    ("np.repeat(x, [1, 2, 0, 3, 1, 1])", (3, 2)),
+    ("np.repeat(x, [1, 0, 2, 1, 0, 0])", (3, 2)),
+    ("np.repeat(x, [0, 2, 0], axis=0)", (3, 2)),
+    ("np.repeat(x, np.arange(3), axis=1)", (2, 3)),
+    ("np.repeat(x, 2, axis=1)", (2, 3, 2)),
+    ("x.repeat(2, axis=-1)", (3, 2)),
+    ("x.repeat([0, 2, 1])", (3,)),
+]
+
+
+@pytest.mark.parametrize(("body", "shape"), SHAPE_CASES, ids=[c[0] for c in SHAPE_CASES])
+def test_shape_rule_against_central_differences(body, shape):
+    """sum(w * op(x)) with random weights, so that each entry's own adjoint is checked."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal(np.shape(eval(body, {"np": np, "x": x})))  # noqa: S307
+    f = load(f"import numpy as np\n\n\ndef f(x, w):\n    return np.sum(w * {body})\n", "f")
+    check_grad(f, [x, w], (0,))
+
+
+@pytest.mark.parametrize(("body", "shape"), SHAPE_CASES, ids=[c[0] for c in SHAPE_CASES])
+def test_shape_rule_against_jax(body, shape):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal(np.shape(eval(body, {"np": np, "x": x})))  # noqa: S307
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum(np.sin({body}) * w)\n",
+             "f")
+    f.__globals__["w"] = w
+    jbody = body.replace("np.", "jnp.")
+    if "repeat" in body:  # (jnp.repeat takes its repeats as an array, not a list)
+        jbody = re.sub(r"(\[[^]]*\])", r"jnp.array(\1)", jbody)
+    jf = eval("lambda x: jnp.sum(jnp.sin(" + jbody + ") * w)",  # noqa: S307
+              {"jnp": jnp, "w": w})
+    np.testing.assert_allclose(grad(f)(x), jax.grad(jf)(jnp.asarray(x)), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("body", ["np.roll(x, 1, axis=0)", "np.repeat(x, [2, 1, 0], axis=0)",
+                                  "np.moveaxis(x, 0, 1)", "np.rollaxis(x, 1)",
+                                  "np.atleast_3d(x)", "np.fliplr(x)"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_shape_rule_keeps_float32_and_gives_float_for_int(body, dtype):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum({body} ** 2)\n", "f")
+    x = np.arange(6).reshape(3, 2).astype(dtype)
+    g = grad(f)(x)
+    assert g.shape == x.shape
+    assert g.dtype == (np.float32 if dtype is np.float32 else np.float64)
+    expected = check_grad(f, [x.astype(np.float64)], (0,))[0]
+    np.testing.assert_allclose(g, expected, rtol=1e-6)
+
+
+def test_repeat_of_a_repeated_value_accumulates_with_other_uses():
+    """x is used by repeat and directly: both adjoints add up."""
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.repeat(x, [3, 1], axis=0) * x[0]) + np.sum(x ** 3)\n", "f")
+    check_grad(f, [np.random.default_rng(1).standard_normal((2, 3))], (0,))
+
+
+def test_repeat_with_repeats_computed_from_the_input():
+    """Repeats from x itself (piecewise constant): each entry's gradient is its count,
+    also where the last entries are repeated zero times."""
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.repeat(x, x.astype(int)))\n", "f")
+    x = np.array([0.3, 1.7, 2.2, 0.9])
+    np.testing.assert_array_equal(grad(f)(x), [0.0, 1.0, 2.0, 0.0])
+    check_grad(f, [x], (0,))
+
+
+def test_atleast_1d_of_several_arrays_is_refused_with_its_location():
+    f = load("import numpy as np\n\n\ndef f(x):\n    return np.sum(np.atleast_1d(x, x))\n",
+             "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.ones(2))
+    assert str(e.value).splitlines()[0].endswith(
+        ":5:19: np.atleast_1d takes at most 1 arguments here")
+    assert "supported instead: np.atleast_1d(a)" in str(e.value)
