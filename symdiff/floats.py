@@ -195,7 +195,7 @@ def on_floats(ir: IR) -> IR:
     # NumPy's). Not a bool: np.cosh(True) is a float16.
     before = facts(ir).kinds
     if any(_weakened(k) for k in before.values()) or any(
-            not isinstance(_read(source, name), (float, int)) for name, source in
+            not isinstance(_data(source, name), (float, int)) for name, source in
             ir.data_globals):
         # (module data has no kind in the build's key, so it must not matter: only
         # Python numbers, which meet math's floats as NumPy's float64 would)
@@ -218,11 +218,13 @@ def on_floats(ir: IR) -> IR:
 _PYTHON_FLOATS = (K.FLOAT, K.Number("int"))
 
 
-def _read(source, name):
-    """Module data as the function reads it now: from its module's dict or a cell."""
+def _data(source, name):
+    """Module data as the function reads it now (None from an empty cell)."""
+    from .build import _getter  # (build imports this module)
+
     try:
-        return source[name] if isinstance(source, dict) else source.cell_contents
-    except (KeyError, ValueError):
+        return _getter(source, name)()
+    except ValueError:
         return None
 
 
