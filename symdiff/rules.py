@@ -9,8 +9,10 @@ generated from these rows.
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -578,6 +580,64 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
       note="the gradient flows to the branch chosen"),
 )
 
+# Linear algebra, one result each (issue 13): np.linalg inv, solve, det, pinv, cholesky,
+# matrix_power, multi_dot; scipy.linalg solve_triangular, solve, inv, det, cholesky. Stacks
+# of matrices (the last two axes) as NumPy takes them; the helpers are runtime's.
+_SOLVED = "b a vector where it has one axis (NumPy 2's rule), else a stack of matrices"
+_ONE_TRIANGLE = ("reads one triangle of a symmetric a: the gradient is the symmetric one "
+                 "(as JAX's and autograd's)")
+ARRAY_OPS += (
+    A(("np.linalg.inv",), ("a",), {"a": "_inv_grad({g}, {out})"},
+      by_ndim={(2,): {"a": "-({out}.T @ {g} @ {out}.T)"}}),
+    A(("np.linalg.solve",), ("a", "b"), {"a": "_solve_grad({g}, {a}, {b}, {out}, 0)",
+                                         "b": "_solve_grad({g}, {a}, {b}, {out}, 1)"},
+      note=_SOLVED,
+      by_ndim={(2, 1): {"a": "-{np}.multiply.outer({np}.linalg.solve({a}.T, {g}), {out})",
+                        "b": "{np}.linalg.solve({a}.T, {g})"},
+               (2, 2): {"a": "-({np}.linalg.solve({a}.T, {g}) @ {out}.T)",
+                        "b": "{np}.linalg.solve({a}.T, {g})"}}),
+    A(("np.linalg.det",), ("a",), {"a": "_det_grad({g}, {a}, {out})"},
+      note="exact also at a singular matrix"),
+    A(("np.linalg.pinv",), ("a", "rcond", "rtol"), {"a": "_pinv_grad({g}, {a}, {out})"},
+      {"rcond": "None", "rtol": "None"}, positional=2,
+      note="where a's rank is constant (full rank, tall or wide); hermitian= refused"),
+    A(("np.linalg.cholesky",), ("a", "upper"), {"a": "_cholesky_grad({g}, {out}, {upper})"},
+      {"upper": "False"}, positional=1, note=_ONE_TRIANGLE),
+    A(("np.linalg.matrix_power",), ("a", "n"), {"a": "_matrix_power_grad({g}, {a}, {n})"},
+      note="n an integer; n < 0 through inv"),
+    A(("np.linalg.multi_dot",), ("arrays",), {"arrays": "_multi_dot_grad({g}, {arrays}, {i})"},
+      sequence="arrays"),
+    A(("scipy.linalg.solve_triangular",),
+      ("a", "b", "trans", "lower", "unit_diagonal", "overwrite_b", "check_finite"),
+      {"a": "_solve_triangular_grad({g}, {a}, {b}, {out}, {trans}, {lower}, "
+            "{unit_diagonal}, 0)",
+       "b": "_solve_triangular_grad({g}, {a}, {b}, {out}, {trans}, {lower}, "
+            "{unit_diagonal}, 1)"},
+      {"trans": "0", "lower": "False", "unit_diagonal": "False", "overwrite_b": "False",
+       "check_finite": "True"},
+      note="the gradient of a is on the triangle read (off the diagonal if unit_diagonal)"),
+    A(("scipy.linalg.solve",),
+      ("a", "b", "lower", "overwrite_a", "overwrite_b", "check_finite", "assume_a",
+       "transposed"),
+      {"a": "_scipy_solve_grad({g}, {a}, {b}, {out}, {lower}, {assume_a}, {transposed}, 0)",
+       "b": "_scipy_solve_grad({g}, {a}, {b}, {out}, {lower}, {assume_a}, {transposed}, 1)"},
+      {"lower": "False", "overwrite_a": "False", "overwrite_b": "False",
+       "check_finite": "True", "assume_a": "None", "transposed": "False"},
+      note="assume_a: general, 'sym', 'pos' and 'her' (" + _ONE_TRIANGLE.split(": ")[1]
+      + "), triangular, 'diagonal', 'tridiagonal'; 'banded' refused"),
+    A(("scipy.linalg.inv",), ("a", "overwrite_a", "check_finite", "assume_a", "lower"),
+      {"a": "_scipy_inv_grad({g}, {a}, {out}, {assume_a}, {lower})"},
+      {"overwrite_a": "False", "check_finite": "True", "assume_a": "None", "lower": "False"},
+      positional=3),
+    A(("scipy.linalg.det",), ("a", "overwrite_a", "check_finite"),
+      {"a": "_det_grad({g}, {a}, {out})"}, {"overwrite_a": "False", "check_finite": "True"},
+      note="exact also at a singular matrix"),
+    A(("scipy.linalg.cholesky",), ("a", "lower", "overwrite_a", "check_finite"),
+      {"a": "_scipy_cholesky_grad({g}, {out}, {lower})"},
+      {"lower": "False", "overwrite_a": "False", "check_finite": "True"},
+      note="upper by default, as SciPy's; " + _ONE_TRIANGLE),
+)
+
 A_LSE = A(("scipy.special.logsumexp",), ("a", "axis", "keepdims"),
           {"a": _UNREDUCE + " * {np}.exp({a} - _unreduce({out}, {a}, {axis}, {keepdims}))"},
           _RED, note="where SciPy is installed; b= and return_sign= are refused", positional=2)
@@ -632,9 +692,9 @@ def resolve_name(dotted: str):
     head, _, rest = dotted.partition(".")
     if not rest:
         return getattr(builtins, head)
-    if head == "scipy":
-        obj = importlib.import_module("scipy.special")
-        rest = rest.partition(".")[2]
+    if head == "scipy":  # scipy.special.logsumexp: the module is scipy.special
+        module, _, rest = rest.partition(".")
+        obj = importlib.import_module(f"scipy.{module}")
     else:
         obj = _MODULES[head]
     for part in rest.split("."):
@@ -642,10 +702,12 @@ def resolve_name(dotted: str):
     return obj
 
 
-def _index(rows):
+def _index(rows, scipy=False):
     table = {}
     for row in rows:
         for name in row.names:
+            if name.startswith("scipy.") is not scipy:
+                continue
             try:
                 obj = resolve_name(name)
             except (ImportError, AttributeError):  # an optional module (SciPy) is missing
@@ -658,9 +720,18 @@ _BY_ID = {**_index(ELEMENTWISE), **_index(ARRAY_OPS)}
 _NO_GRADIENT_IDS = {id(resolve_name(n)) for n in NO_GRADIENT}
 
 
+@functools.cache
+def _scipy_rows() -> dict:
+    """The rows of SciPy's functions, indexed once the user's code has imported SciPy (so
+    that symdiff never imports it for code that does not use it)."""
+    return {**_index(ELEMENTWISE, scipy=True), **_index(ARRAY_OPS, scipy=True)}
+
+
 def lookup(obj):
     """The row (Elementwise or ArrayOp) for a function object, or None."""
     hit = _BY_ID.get(id(obj))
+    if hit is None and "scipy" in sys.modules:
+        hit = _scipy_rows().get(id(obj))
     return hit[1] if hit is not None and hit[0] is obj else None
 
 

@@ -893,3 +893,221 @@ def _unrepeat(g, x, repeats, axis=None):
     # reduceat gives entry g[start] for an empty group: those copies do not exist
     empty = np.reshape(counts == 0, (-1,) + (1,) * (g.ndim - axis - 1))
     return np.reshape(np.where(empty, 0.0, sums).astype(g.dtype, copy=False), shape)
+
+
+# --- helpers of the linear algebra rules, one result each (issue 13): np.linalg inv, solve,
+# det, pinv, cholesky, matrix_power, multi_dot; scipy.linalg solve_triangular, solve, inv,
+# det, cholesky. Each adjoint is the standard one (Giles, "Collected matrix derivative
+# results"), on stacks of matrices (the last two axes) as NumPy computes them. ---
+
+
+def _mT(a):
+    """Each matrix of a stack transposed (its last two axes swapped)."""
+    return np.swapaxes(a, -1, -2)
+
+
+def _eye_like(a):
+    """The identity of a's matrices' size, in a's float dtype."""
+    return np.eye(np.shape(a)[-1], dtype=np.result_type(a, 1.0))
+
+
+def _inv_grad(g, out):
+    """The adjoint of ``inv(a)``, whose value is ``out``: -inv(a).T @ g @ inv(a).T."""
+    t = _mT(out)
+    return -(t @ g @ t)
+
+
+def _solve_grad(g, a, b, out, which, transposed=False):
+    """The adjoint of operand ``which`` (0: a, 1: b) of ``x = solve(a, b)`` (of a.T x = b
+    where ``transposed``): b's is solve(a.T, g), a's -(b's) @ x.T. b is a vector where it
+    has one axis (NumPy 2's rule and SciPy's), a stack of matrices otherwise; each adjoint
+    is summed over the stack axes its operand was broadcast along."""
+    vector = np.ndim(b) == 1
+    op = _mT(a) if transposed else a
+    gb = np.linalg.solve(_mT(op), g[..., None] if vector else g)
+    if which == 1:
+        return _unbroadcast(gb[..., 0] if vector else gb, b)
+    ga = -(gb @ _mT(out[..., None] if vector else out))
+    return _unbroadcast(_mT(ga) if transposed else ga, a)
+
+
+def _det_grad(g, a, out):
+    """The adjoint of ``det(a)``: g times the cofactor matrix, det(a) * inv(a).T. A solve
+    computes it where a is well conditioned; elsewhere (det is a polynomial, as smooth at a
+    singular matrix as anywhere) the SVD a = u s vh gives it exactly: det(u) det(vh) u
+    diag(the product of the other singular values) vh."""
+    a = np.asarray(a)
+    eye = _eye_like(a)
+    if a.shape[-1] == 0:
+        return np.zeros(a.shape, eye.dtype)
+    eps = np.finfo(eye.dtype).eps
+    try:
+        with np.errstate(all="ignore"):
+            inv_t = np.linalg.solve(_mT(a), np.broadcast_to(eye, a.shape))
+            size = np.linalg.norm(a, axis=(-2, -1)) * np.linalg.norm(inv_t, axis=(-2, -1))
+        # (the cofactors' relative error grows as the condition number times eps)
+        solved = size * eps <= 0.01 * np.sqrt(eps)
+        cofactors = np.asarray(out)[..., None, None] * inv_t
+    except np.linalg.LinAlgError:  # a singular matrix in the stack
+        solved = np.zeros(a.shape[:-2], bool)
+        cofactors = np.full(a.shape, np.nan, eye.dtype)
+    exact = ~solved & np.all(np.isfinite(a), axis=(-2, -1))  # (NaN stays NaN)
+    if np.any(exact):
+        cofactors = np.array(cofactors)
+        cofactors[exact] = _cofactors(a[exact])
+    return np.asarray(g)[..., None, None] * cofactors
+
+
+def _cofactors(a):
+    """The cofactor matrices of a stack, det(a) inv(a).T, from the SVD a = u s vh:
+    det(u) det(vh) u diag(the product of the other singular values) vh, exact also where
+    a is singular."""
+    u, s, vh = np.linalg.svd(a)
+    ones = np.ones(s.shape[:-1] + (1,), s.dtype)
+    before = np.cumprod(np.concatenate([ones, s[..., :-1]], -1), -1)
+    after = np.flip(np.cumprod(np.concatenate([ones, np.flip(s, -1)[..., :-1]], -1), -1), -1)
+    sign = np.linalg.det(u) * np.linalg.det(vh)
+    return sign[..., None, None] * ((u * (before * after)[..., None, :]) @ vh)
+
+
+def _pinv_grad(g, a, out):
+    """The adjoint of ``np.linalg.pinv(a)``, X, where a's rank does not change around it
+    (full rank, tall or wide): -X.T g X.T + (I - a X) g.T X X.T + X.T X g.T (I - X a)."""
+    x, xt, gt = out, _mT(out), _mT(g)
+    grad = -(xt @ g @ xt)
+    grad = grad + (gt - a @ (x @ gt)) @ (x @ xt)
+    return grad + (xt @ x) @ (gt - (gt @ x) @ a)
+
+
+def _cholesky_grad(g, out, upper=False):
+    """The adjoint of ``np.linalg.cholesky(a)`` (out = L, or L.T where ``upper``), made
+    symmetric as JAX's and autograd's (Murray 2016): with Phi the lower triangle of L.T g,
+    its diagonal halved, S = L^-T Phi L^-1, and the adjoint is (S + S.T) / 2: right for
+    every symmetric change of a (the function reads one triangle of it)."""
+    low, g = (_mT(out), _mT(g)) if upper else (out, g)
+    phi = np.tril(_mT(low) @ g) / (1.0 + _eye_like(low))
+    lt = _mT(low)
+    s = np.linalg.solve(lt, _mT(np.linalg.solve(lt, _mT(phi))))
+    return (s + _mT(s)) / 2
+
+
+def _scipy_cholesky_grad(g, out, lower=False):
+    """The adjoint of ``scipy.linalg.cholesky(a, lower)``: upper by default, as SciPy's."""
+    return _cholesky_grad(g, out, not lower)
+
+
+def _matrix_power_grad(g, a, n):
+    """The adjoint of ``np.linalg.matrix_power(a, n)``: the sum over k < n of
+    (a.T)**k g (a.T)**(n-1-k); for n < 0, that of inv(a)**-n, then inv's."""
+    if n < 0:
+        b = np.linalg.inv(a)
+        return _inv_grad(_matrix_power_grad(g, b, -n), b)
+    t = _mT(np.asarray(a))
+    if n == 0:
+        return np.zeros(t.shape, np.result_type(t, g, 1.0))
+    powers = [np.broadcast_to(_eye_like(t), t.shape)]
+    for _ in range(n - 1):
+        powers.append(powers[-1] @ t)
+    return sum(powers[k] @ g @ powers[n - 1 - k] for k in range(n))
+
+
+def _multi_dot_grad(g, arrays, i):
+    """The adjoint of the ``i``-th of ``np.linalg.multi_dot(arrays)``: the product of the
+    others before it, transposed, g, and that of those after it, transposed (a first vector
+    is a row, a last one a column)."""
+    mats = [np.asarray(m) for m in arrays]
+    if mats[0].ndim == 1:
+        mats[0] = mats[0][None, :]
+    if mats[-1].ndim == 1:
+        mats[-1] = mats[-1][:, None]
+    d = np.reshape(g, (mats[0].shape[0], mats[-1].shape[1]))
+    if i + 1 < len(mats):
+        d = d @ _mT(np.linalg.multi_dot(mats[i + 1:]) if len(mats) - i > 2 else mats[-1])
+    if i > 0:
+        d = _mT(np.linalg.multi_dot(mats[:i]) if i > 1 else mats[0]) @ d
+    return np.reshape(d, np.shape(arrays[i]))
+
+
+# The part of a each of scipy.linalg.solve's assume_a reads (a name of _STRUCTURED's).
+_STRUCTURES = {None: "general", "gen": "general", "general": "general",
+               "sym": "symmetric", "symmetric": "symmetric", "her": "symmetric",
+               "hermitian": "symmetric", "pos": "symmetric", "positive definite": "symmetric",
+               "upper triangular": "upper", "lower triangular": "lower",
+               "diagonal": "diagonal", "tridiagonal": "tridiagonal"}
+
+
+def _structure(assume_a, name):
+    """The part of a that ``assume_a`` reads, or a SymdiffError naming those supported."""
+    found = _STRUCTURES.get(assume_a) if isinstance(assume_a, (str, type(None))) else None
+    if found is None:
+        raise SymdiffError(f"symdiff differentiates {name} with assume_a one of "
+                           f"{', '.join(repr(k) for k in _STRUCTURES)}, not {assume_a!r}")
+    return found
+
+
+def _band(a, structure, lower):
+    """The mask of the entries of a's matrices that ``structure`` reads (all: None)."""
+    if structure == "general":
+        return None
+    n = np.shape(a)[-1]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    return {"symmetric": i >= j if lower else i <= j, "upper": i <= j, "lower": i >= j,
+            "diagonal": i == j, "tridiagonal": abs(i - j) <= 1}[structure]
+
+
+def _read(a, structure, lower):
+    """The matrix SciPy solves with: the part of a ``structure`` reads (a symmetric one
+    made whole from its triangle)."""
+    mask = _band(a, structure, lower)
+    if mask is None:
+        return a
+    part = np.where(mask, a, 0.0)
+    if structure == "symmetric":
+        return part + _mT(np.where(np.eye(np.shape(a)[-1], dtype=bool), 0.0, part))
+    return part
+
+
+def _keep_read(ga, a, structure, lower):
+    """The adjoint ``ga`` of the matrix SciPy solved with, as that of a: on the entries it
+    reads; symmetric for a symmetric one (as cholesky's)."""
+    if structure == "symmetric":
+        return _unbroadcast((ga + _mT(ga)) / 2, a)
+    mask = _band(a, structure, lower)
+    return _unbroadcast(ga if mask is None else np.where(mask, ga, 0.0), a)
+
+
+def _scipy_solve_grad(g, a, b, out, lower, assume_a, transposed, which):
+    """The adjoint of operand ``which`` of ``scipy.linalg.solve(a, b, lower, ..., assume_a,
+    transposed)``: that of the general solve with the part of a SciPy reads."""
+    structure = _structure(assume_a, "scipy.linalg.solve")
+    m = _read(a, structure, lower)
+    if which == 1:
+        return _solve_grad(g, m, b, out, 1, transposed)
+    return _keep_read(_solve_grad(g, m, b, out, 0, transposed), a, structure, lower)
+
+
+def _scipy_inv_grad(g, a, out, assume_a=None, lower=False):
+    """The adjoint of ``scipy.linalg.inv(a, ..., assume_a=, lower=)``: inv's, on the part of
+    a SciPy reads."""
+    structure = _structure(assume_a, "scipy.linalg.inv")
+    return _keep_read(_inv_grad(g, out), a, structure, lower)
+
+
+def _solve_triangular_grad(g, a, b, out, trans, lower, unit_diagonal, which):
+    """The adjoint of operand ``which`` of ``scipy.linalg.solve_triangular(a, b, trans,
+    lower, unit_diagonal)``, which reads a's lower (or upper) triangle, T (with ones on its
+    diagonal where ``unit_diagonal``), and solves T x = b, or T.T x = b for trans 1 or 'T':
+    the general solve's adjoint, kept to the entries read."""
+    if trans not in (0, 1, 2, "N", "T", "C"):
+        raise SymdiffError(f"scipy.linalg.solve_triangular: trans={trans!r} is not one of "
+                           "0, 1, 2, 'N', 'T', 'C'")
+    eye = np.eye(np.shape(a)[-1], dtype=bool)
+    mask = np.tril(np.ones(eye.shape, bool)) if lower else np.triu(np.ones(eye.shape, bool))
+    if unit_diagonal:
+        mask = mask & ~eye
+    t = np.where(mask, a, 0.0)
+    if unit_diagonal:
+        t = t + eye
+    transposed = trans not in (0, "N")
+    ga = _solve_grad(g, t, b, out, which, transposed)
+    return ga if which == 1 else _unbroadcast(np.where(mask, ga, 0.0), a)
