@@ -265,6 +265,12 @@ class Operations:
                                                        1.0, order) for shape in ((2,), (2, 2))):
                 self.fail(node, f"{name} with ord={order!r} is not supported",
                           "np.linalg.norm with ord=None, 2 (vectors) or 'fro' (matrices)")
+        if name in ("scipy.linalg.solve", "scipy.linalg.inv") and "assume_a" in statics:
+            structure = _literal(statics["assume_a"])
+            if structure is not _UNKNOWN and _refuses(runtime._structure, structure, name):
+                self.fail(node, f"{name} with assume_a={structure!r} is not supported",
+                          f"{name} with assume_a None, 'gen', 'sym', 'pos', 'her', 'upper "
+                          "triangular', 'lower triangular', 'diagonal' or 'tridiagonal'")
         if name == "np.dot" and len(operands) == 2:
             ndims = [self.ndims.get(n, 1) for _, n, _ in operands]  # unknown: try 1
             if max(ndims) > 2:

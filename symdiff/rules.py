@@ -587,15 +587,10 @@ _SOLVED = "b a vector where it has one axis (NumPy 2's rule), else a stack of ma
 _ONE_TRIANGLE = ("reads one triangle of a symmetric a: the gradient is the symmetric one "
                  "(as JAX's and autograd's)")
 ARRAY_OPS += (
-    A(("np.linalg.inv",), ("a",), {"a": "_inv_grad({g}, {out})"},
-      by_ndim={(2,): {"a": "-({out}.T @ {g} @ {out}.T)"}}),
+    A(("np.linalg.inv",), ("a",), {"a": "_inv_grad({g}, {out})"}),
     A(("np.linalg.solve",), ("a", "b"), {"a": "_solve_grad({g}, {a}, {b}, {out}, 0)",
                                          "b": "_solve_grad({g}, {a}, {b}, {out}, 1)"},
-      note=_SOLVED,
-      by_ndim={(2, 1): {"a": "-{np}.multiply.outer({np}.linalg.solve({a}.T, {g}), {out})",
-                        "b": "{np}.linalg.solve({a}.T, {g})"},
-               (2, 2): {"a": "-({np}.linalg.solve({a}.T, {g}) @ {out}.T)",
-                        "b": "{np}.linalg.solve({a}.T, {g})"}}),
+      note=_SOLVED),
     A(("np.linalg.det",), ("a",), {"a": "_det_grad({g}, {a}, {out})"},
       note="exact also at a singular matrix"),
     A(("np.linalg.pinv",), ("a", "rcond", "rtol"), {"a": "_pinv_grad({g}, {a}, {out})"},

@@ -132,9 +132,47 @@ CASES = {
                ("np.sum(x[x > 0] ** 3)", (6,)), ("np.sum(x[:, None] * y)", (3,), (3, 4)),
                ("np.sum(x[:, np.newaxis] * y)", (3,), (3, 4)),
                ("np.sum(x[:-1] * x[1:])", (6,))],
+    # (linear algebra on well-conditioned matrices: x + 4 I, or SPD x @ x.T + 3 I)
+    "np.linalg.inv": [("np.sum(np.sin(np.linalg.inv(x + 4 * np.eye(3))))", (3, 3)),
+                      ("np.sum(np.linalg.inv(x + 4 * np.eye(3)) * y)", (2, 3, 3), (2, 3, 3))],
+    "np.linalg.solve": [("np.sum(np.sin(np.linalg.solve(x + 4 * np.eye(3), y)))", (3, 3), (3,)),
+                        ("np.sum(np.linalg.solve(x + 4 * np.eye(3), y) ** 2)", (2, 3, 3),
+                         (3, 2)),
+                        ("np.sum(np.linalg.solve(x + 4 * np.eye(3), y) ** 2)", (3, 3),
+                         (2, 3, 1))],
+    "np.linalg.det": [("np.linalg.det(x)", (3, 3)),
+                      ("np.sum(np.linalg.det(x) * y)", (2, 3, 3), (2,))],
+    "np.linalg.pinv": [("np.sum(np.sin(np.linalg.pinv(x)))", (4, 2)),
+                       ("np.sum(np.linalg.pinv(x) * y)", (2, 2, 3), (2, 3, 2))],
+    "np.linalg.cholesky": [
+        ("np.sum(np.sin(np.linalg.cholesky(x @ x.T + 3 * np.eye(3))))", (3, 3)),
+        ("np.sum(np.linalg.cholesky(x @ np.swapaxes(x, -1, -2) + 3 * np.eye(3), upper=True)"
+         " * y)", (2, 3, 3), (3, 3))],
+    "np.linalg.matrix_power": [
+        ("np.sum(np.linalg.matrix_power(x, 3) * y)", (3, 3), (3, 3)),
+        ("np.sum(np.linalg.matrix_power(x + 4 * np.eye(3), -2) * y)", (2, 3, 3), (3, 3))],
+    "np.linalg.multi_dot": [("np.sum(np.linalg.multi_dot([x, y, x.T]) ** 2)", (2, 3), (3, 3)),
+                            ("np.linalg.multi_dot([y, x, x.T, y])", (3, 3), (3,))],
+    "scipy.linalg.solve_triangular": [
+        ("np.sum(np.sin(scipy.linalg.solve_triangular(x + 4 * np.eye(3), y)))", (3, 3), (3,)),
+        ("np.sum(scipy.linalg.solve_triangular(x + 4 * np.eye(3), y, trans='T', lower=True)"
+         " ** 2)", (3, 3), (3, 2))],
+    "scipy.linalg.solve": [
+        ("np.sum(np.sin(scipy.linalg.solve(x + 4 * np.eye(3), y)))", (3, 3), (3,)),
+        ("np.sum(scipy.linalg.solve(x + 4 * np.eye(3), y, transposed=True) ** 2)", (3, 3),
+         (3, 2)),
+        ("np.sum(scipy.linalg.solve(x @ x.T + 3 * np.eye(3), y, assume_a='pos') ** 2)", (3, 3),
+         (3,))],
+    "scipy.linalg.inv": [("np.sum(np.sin(scipy.linalg.inv(x + 4 * np.eye(3))))", (3, 3))],
+    "scipy.linalg.det": [("scipy.linalg.det(x)", (3, 3))],
+    "scipy.linalg.cholesky": [
+        ("np.sum(np.sin(scipy.linalg.cholesky(x @ x.T + 3 * np.eye(3))))", (3, 3)),
+        ("np.sum(scipy.linalg.cholesky(x @ x.T + 3 * np.eye(3), lower=True) * y)", (3, 3),
+         (3, 3))],
 }
 
 HEADER = "import numpy as np\nfrom scipy.special import logsumexp\n"
+HEADER += "import scipy.linalg\n"
 
 
 def _cases():

@@ -588,3 +588,45 @@ def test_classifier_trains_in_the_dtype_it_is_given(capsys, dtype):
     tol = 1e-4 if dtype == "float32" else 1e-9
     for k in p:
         assert_close(params[k], p[k], tol, tol)
+
+
+# --- gp_fit.py ---
+
+
+def gp_nll_jax(log_params, X, y):
+    """The same negative log marginal likelihood in JAX (the reference gradient)."""
+    jnp = pytest.importorskip("jax.numpy")
+    jsl = pytest.importorskip("jax.scipy.linalg")
+    sq = jnp.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1)
+    K = jnp.exp(2 * log_params[0]) * jnp.exp(-0.5 * sq / jnp.exp(log_params[1]) ** 2) + \
+        (jnp.exp(2 * log_params[2]) + 1e-8) * jnp.eye(len(X))
+    L = jnp.linalg.cholesky(K)
+    alpha = jsl.solve_triangular(L.T, jsl.solve_triangular(L, y, lower=True), lower=False)
+    return 0.5 * y @ alpha + jnp.sum(jnp.log(jnp.diag(L))) + 0.5 * len(y) * jnp.log(2 * jnp.pi)
+
+
+def test_gp_gradient_matches_jax_and_central_differences():
+    pytest.importorskip("scipy")
+    mod = example("gp_fit")
+    X, y = mod["dataset"](np.random.default_rng(3), 15)
+    for log_params in (np.zeros(3), np.array([0.4, -0.7, -2.0])):
+        ours = grad(mod["nll"])(log_params, X, y)
+        assert_close(ours, numeric_grad(mod["nll"], [log_params, X, y], 0), 1e-6, 1e-8)
+        jax = pytest.importorskip("jax")
+        jax.config.update("jax_enable_x64", True)
+        assert_close(ours, jax.grad(gp_nll_jax)(log_params, X, y), 1e-9, 1e-11)
+
+
+def test_gp_main_fits_the_hyperparameters(capsys):
+    pytest.importorskip("scipy")
+    mod, result, out = run_main("gp_fit", capsys, ["--points", "30"])
+    assert result.success
+    lines = out.splitlines()
+    assert lines[0].startswith("start: nll ") and lines[1].startswith("step   1: nll ")
+    assert lines[-2].startswith(f"fitted in {result.nit} steps: nll {result.fun:.4f};")
+    # at the optimum the gradient vanishes, and the noise found is near the data's 0.1
+    assert np.max(np.abs(grad(mod["nll"])(result.x, *mod["dataset"](
+        np.random.default_rng(0), 30)))) < 1e-3
+    assert 0.05 < np.exp(result.x[2]) < 0.2
+    start = float(lines[0].split()[-1])
+    assert result.fun < start - 10

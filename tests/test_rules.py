@@ -1185,6 +1185,34 @@ EDGE_ARRAYS = {
                    ("np.sum(np.r_[x, x] ** 2)", np.zeros(0))],
     "np.c_[...]": [("np.sum(np.c_[x, x] ** 2)", np.array(2.0)),
                    ("np.sum(np.c_[x, x] ** 2)", np.ones((2, 2)))],
+    "np.linalg.inv": [("np.sum(np.linalg.inv(x))", np.array([[2.0]])),
+                      ("np.sum(np.linalg.inv(x))", np.array([[2, 1], [1, 3]])),
+                      ("np.sum(np.linalg.inv(x))", 2 * np.eye(2, dtype=_F32))],
+    "np.linalg.solve": [("np.sum(np.linalg.solve(x, np.ones(1)))", np.array([[2.0]])),
+                        ("np.sum(np.linalg.solve(x, np.ones(2)))", np.array([[2, 1], [1, 3]]))],
+    # (det at singular matrices: the cofactors, exact, as JAX's)
+    "np.linalg.det": [("np.linalg.det(x)", np.ones((2, 2))), ("np.linalg.det(x)", np.zeros((3, 3))),
+                      ("np.linalg.det(x)", np.array([[3]])),
+                      ("np.sum(np.linalg.det(x))", np.stack([np.ones((2, 2)), np.eye(2)])),
+                      ("np.linalg.det(x)", np.ones((2, 2), _F32))],
+    "np.linalg.pinv": [("np.sum(np.linalg.pinv(x))", np.ones((1, 2))),
+                       ("np.sum(np.linalg.pinv(x))", np.array([[2.0]]))],
+    "np.linalg.cholesky": [("np.sum(np.linalg.cholesky(x))", np.array([[4.0]])),
+                           ("np.sum(np.linalg.cholesky(x))", np.array([[4, 2], [2, 3]]))],
+    "np.linalg.matrix_power": [("np.sum(np.linalg.matrix_power(x, 0))", np.ones((2, 2))),
+                               ("np.sum(np.linalg.matrix_power(x, 1))", np.ones((1, 1)))],
+    "np.linalg.multi_dot": [("np.linalg.multi_dot([x, x])", np.ones(3)),
+                            ("np.linalg.multi_dot([x, x])", np.zeros(0))],
+    # (unit_diagonal: the diagonal and the other triangle are not read)
+    "scipy.linalg.solve_triangular": [
+        ("np.sum(scipy.linalg.solve_triangular(x, np.ones(1)))", np.array([[2.0]]), [[-0.25]]),
+        ("np.sum(scipy.linalg.solve_triangular(x, np.ones(2), unit_diagonal=True))",
+         np.array([[5.0, 2.0], [7.0, 5.0]]), [[0.0, -1.0], [0.0, 0.0]])],
+    "scipy.linalg.solve": [("np.sum(scipy.linalg.solve(x, np.ones(1)))", np.array([[2.0]]),
+                            [[-0.25]])],
+    "scipy.linalg.inv": [("np.sum(scipy.linalg.inv(x))", np.array([[2.0]]), [[-0.25]])],
+    "scipy.linalg.det": [("scipy.linalg.det(x)", np.ones((2, 2)), [[1.0, -1.0], [-1.0, 1.0]])],
+    "scipy.linalg.cholesky": [("np.sum(scipy.linalg.cholesky(x))", np.array([[4.0]]), [[0.25]])],
 }
 
 
@@ -1205,7 +1233,7 @@ def test_array_row_on_degenerate_operands(body, x, convention):
     """Against JAX (the gradient of the same expression in jax.numpy), or our convention
     where it differs; the gradient has x's shape, as float64 (float32 for float32)."""
     pytest.importorskip("scipy")
-    f = load("import numpy as np\nfrom scipy.special import logsumexp\n\n\n"
+    f = load("import numpy as np\nfrom scipy.special import logsumexp\nimport scipy.linalg\n\n\n"
              f"def f(x):\n    return {body}\n", "f")
     with np.errstate(all="ignore"):
         ours = grad(f)(x)
@@ -1733,3 +1761,345 @@ def test_atleast_1d_of_several_arrays_is_refused_with_its_location():
     assert str(e.value).splitlines()[0].endswith(
         ":5:19: np.atleast_1d takes at most 1 arguments here")
     assert "supported instead: np.atleast_1d(a)" in str(e.value)
+
+
+# --- linear algebra, one result each (issue 13): np.linalg inv, solve, det, pinv, cholesky,
+# matrix_power, multi_dot; scipy.linalg solve_triangular, solve, inv, det, cholesky ---
+
+LINALG_HEADER = """import numpy as np
+import scipy.linalg
+from scipy.linalg import solve_triangular
+
+
+def sym(a):
+    return (a + np.swapaxes(a, -1, -2)) / 2
+
+"""
+
+
+def _linalg_value(rng, spec, shape):
+    """A random operand: "G" a matrix (stack) far from singular, its triangles too (normal
+    entries plus 4 I); "S" symmetric positive definite; "R" normal entries."""
+    x = rng.standard_normal(shape)
+    if spec == "G":
+        return x + 4 * np.eye(shape[-1])
+    if spec == "S":
+        return x @ np.swapaxes(x, -1, -2) / shape[-1] + np.eye(shape[-1])
+    return x
+
+
+# (body over a and b, then a's and b's kinds and shapes). Functions that read one triangle
+# of a symmetric matrix (cholesky, solve and inv with assume_a 'sym', 'pos', 'her') have
+# the symmetric gradient (as JAX's): central differences see them through sym(a).
+LINALG_CASES = [
+    ("np.linalg.inv(a)", "G", (3, 3)),
+    ("np.linalg.inv(a)", "G", (2, 3, 3)),
+    ("np.linalg.inv(a)", "G", (2, 1, 3, 3)),
+    ("np.linalg.solve(a, b)", "G", (3, 3), "R", (3,)),
+    ("np.linalg.solve(a, b)", "G", (3, 3), "R", (3, 2)),
+    ("np.linalg.solve(a, b)", "G", (2, 3, 3), "R", (3,)),
+    ("np.linalg.solve(a, b)", "G", (2, 3, 3), "R", (3, 2)),
+    ("np.linalg.solve(a, b)", "G", (3, 3), "R", (2, 3, 2)),
+    ("np.linalg.solve(a, b)", "G", (2, 1, 3, 3), "R", (4, 3, 1)),
+    ("np.linalg.solve(a, b)", "G", (2, 3, 3), "R", (2, 3, 4)),
+    ("np.linalg.solve(a, b[..., None])[..., 0]", "G", (2, 3, 3), "R", (2, 3)),
+    ("np.linalg.det(a)", "R", (4, 4)),
+    ("np.linalg.det(a)", "R", (2, 3, 3)),
+    ("np.linalg.det(a)", "R", (1, 1)),
+    ("np.linalg.pinv(a)", "R", (4, 2)),
+    ("np.linalg.pinv(a)", "R", (2, 4)),
+    ("np.linalg.pinv(a)", "R", (3, 3)),
+    ("np.linalg.pinv(a)", "R", (2, 4, 3)),
+    ("np.linalg.pinv(a)", "R", (2, 3, 5)),
+    ("np.linalg.pinv(a, 1e-10)", "R", (4, 2)),
+    ("np.linalg.pinv(a, rtol=1e-10)", "R", (2, 4)),
+    ("np.linalg.pinv(a.T @ a)", "R", (2, 4)),  # rank 2 of 4, as autograd's low rank test
+    ("np.linalg.cholesky(sym(a))", "S", (3, 3)),
+    ("np.linalg.cholesky(sym(a))", "S", (2, 4, 4)),
+    ("np.linalg.cholesky(sym(a), upper=True)", "S", (3, 3)),
+    ("np.linalg.matrix_power(a, 0)", "R", (3, 3)),
+    ("np.linalg.matrix_power(a, 1)", "R", (3, 3)),
+    ("np.linalg.matrix_power(a, 2)", "R", (3, 3)),
+    ("np.linalg.matrix_power(a, 5)", "R", (2, 3, 3)),
+    ("np.linalg.matrix_power(a, -1)", "G", (3, 3)),
+    ("np.linalg.matrix_power(a, -3)", "G", (2, 3, 3)),
+    ("np.linalg.multi_dot([a, b])", "R", (2, 3), "R", (3, 4)),
+    ("np.linalg.multi_dot([a, b, a.T])", "R", (2, 3), "R", (3, 3)),
+    ("np.linalg.multi_dot([b, a, a.T, b])", "R", (3, 4), "R", (3,)),
+    ("np.linalg.multi_dot([b, a, a.T])", "R", (3, 4), "R", (3,)),
+    ("solve_triangular(a, b)", "G", (3, 3), "R", (3,)),
+    ("solve_triangular(a, b, lower=True)", "G", (3, 3), "R", (3, 2)),
+    ("solve_triangular(a, b, trans=1)", "G", (3, 3), "R", (3,)),
+    ("solve_triangular(a, b, trans='T', lower=True)", "G", (3, 3), "R", (3, 2)),
+    ("solve_triangular(a, b, trans='C')", "G", (3, 3), "R", (3, 2)),
+    ("solve_triangular(a, b, 2, True)", "G", (3, 3), "R", (3,)),
+    ("solve_triangular(a, b, trans='N', lower=True, unit_diagonal=True)", "G", (3, 3),
+     "R", (3,)),
+    ("solve_triangular(a, b, trans=1, unit_diagonal=True)", "G", (3, 3), "R", (3, 2)),
+    ("solve_triangular(a, b, lower=True, check_finite=False)", "G", (2, 3, 3), "R", (3,)),
+    ("solve_triangular(a, b, trans='T')", "G", (2, 3, 3), "R", (2, 3, 2)),
+    ("scipy.linalg.solve(a, b)", "G", (3, 3), "R", (3,)),
+    ("scipy.linalg.solve(a, b, assume_a='gen')", "G", (3, 3), "R", (3, 2)),
+    ("scipy.linalg.solve(a, b, assume_a='general', transposed=True)", "G", (3, 3), "R", (3,)),
+    ("scipy.linalg.solve(a, b)", "G", (2, 3, 3), "R", (3,)),
+    ("scipy.linalg.solve(a, b, transposed=True)", "G", (2, 3, 3), "R", (2, 3, 2)),
+    ("scipy.linalg.solve(sym(a), b, assume_a='sym')", "G", (3, 3), "R", (3, 2)),
+    ("scipy.linalg.solve(sym(a), b, assume_a='pos')", "S", (3, 3), "R", (3,)),
+    ("scipy.linalg.solve(sym(a), b, assume_a='pos', lower=True)", "S", (2, 3, 3), "R", (3,)),
+    ("scipy.linalg.solve(sym(a), b, assume_a='her', lower=True)", "G", (3, 3), "R", (3,)),
+    ("scipy.linalg.solve(a, b, assume_a='upper triangular')", "G", (3, 3), "R", (3,)),
+    ("scipy.linalg.solve(a, b, assume_a='lower triangular')", "G", (3, 3), "R", (3, 2)),
+    ("scipy.linalg.solve(a, b, assume_a='diagonal')", "G", (3, 3), "R", (3,)),
+    ("scipy.linalg.solve(a, b, assume_a='tridiagonal')", "G", (4, 4), "R", (4,)),
+    ("scipy.linalg.inv(a)", "G", (3, 3)),
+    ("scipy.linalg.inv(a, check_finite=False)", "G", (2, 3, 3)),
+    ("scipy.linalg.inv(sym(a), assume_a='pos')", "S", (3, 3)),
+    ("scipy.linalg.inv(a, assume_a='lower triangular')", "G", (3, 3)),
+    ("scipy.linalg.det(a)", "R", (4, 4)),
+    ("scipy.linalg.det(a)", "R", (2, 3, 3)),
+    ("scipy.linalg.cholesky(sym(a))", "S", (3, 3)),
+    ("scipy.linalg.cholesky(sym(a), lower=True)", "S", (3, 3)),
+    ("scipy.linalg.cholesky(sym(a), True)", "S", (2, 3, 3)),
+]
+
+
+def _linalg_case(case, seed=13):
+    body, *specs = case
+    rng = np.random.default_rng(seed)
+    args = [_linalg_value(rng, specs[k], specs[k + 1]) for k in range(0, len(specs), 2)]
+    names = ["a", "b"][:len(args)]
+    value = eval(body, {"np": np, "scipy": __import__("scipy.linalg"),  # noqa: S307
+                        "solve_triangular": __import__("scipy.linalg").linalg.solve_triangular,
+                        "sym": lambda a: (a + np.swapaxes(a, -1, -2)) / 2,
+                        **dict(zip(names, args, strict=True))})
+    w = rng.standard_normal(np.shape(value))
+    f = load(LINALG_HEADER + f"\ndef f({', '.join(names)}, w):\n    return np.sum(w * {body})\n",
+             "f")
+    return f, args, w
+
+
+@pytest.mark.parametrize("case", LINALG_CASES, ids=[" ".join(map(str, c)) for c in LINALG_CASES])
+def test_linalg_rule_against_central_differences(case):
+    """sum(w * op(a, b)) with random weights, so that each entry's own adjoint is checked,
+    with respect to a and b."""
+    pytest.importorskip("scipy")
+    f, args, w = _linalg_case(case)
+    check_grad(f, [*args, w], tuple(range(len(args))), rtol=1e-6, atol=1e-8)
+
+
+_JAX_LINALG = [c for c in LINALG_CASES if "scipy" not in c[0] and "solve_triangular" not in
+               c[0] and "rcond" not in c[0] and "1e-10" not in c[0]]
+
+
+@pytest.mark.parametrize("case", _JAX_LINALG, ids=[" ".join(map(str, c)) for c in _JAX_LINALG])
+def test_linalg_rule_against_jax(case):
+    """Each adjoint entry for entry as JAX's (cholesky's symmetric one included)."""
+    pytest.importorskip("scipy")
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    f, args, w = _linalg_case(case, seed=5)
+    body = case[0].replace("np.", "jnp.")
+    names = ["a", "b"][:len(args)]
+    jf = eval(f"lambda {', '.join(names)}: jnp.sum(w * {body})",  # noqa: S307
+              {"jnp": jnp, "w": w, "sym": lambda a: (a + jnp.swapaxes(a, -1, -2)) / 2})
+    wrt = tuple(range(len(args)))
+    ours = grad(f, wrt=wrt)(*args, w)
+    theirs = jax.grad(jf, argnums=wrt)(*args)
+    for o, t in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(o, t, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("body", [
+    "np.linalg.cholesky(a)", "np.linalg.cholesky(a, upper=True)", "scipy.linalg.cholesky(a)",
+    "scipy.linalg.cholesky(a, lower=True)"])
+def test_cholesky_gradient_is_jax_symmetric_one(body):
+    """On the matrix itself (not made symmetric by the function): the symmetric adjoint
+    (S + S.T) / 2 of JAX's jnp.linalg.cholesky and autograd's, which reads one triangle."""
+    pytest.importorskip("scipy")
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    rng = np.random.default_rng(3)
+    a = _linalg_value(rng, "S", (2, 4, 4))
+    w = rng.standard_normal((2, 4, 4))
+    f = load(LINALG_HEADER + f"\ndef f(a, w):\n    return np.sum(w * {body})\n", "f")
+    upper = "upper=True" in body or "lower=True" not in body and "scipy" in body
+    factor = (lambda a: jnp.swapaxes(jnp.linalg.cholesky(a), -1, -2)) if upper else \
+        jnp.linalg.cholesky
+    expected = jax.grad(lambda a: jnp.sum(w * factor(a)))(a)
+    ours = grad(f)(a, w)
+    np.testing.assert_allclose(ours, expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours, np.swapaxes(ours, -1, -2), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("assume_a", ["sym", "pos", "her", "symmetric", "positive definite"])
+def test_scipy_solve_of_a_symmetric_matrix_has_the_symmetric_gradient(assume_a):
+    """What a symmetric a's solve reads is one triangle: the gradient is the symmetric part
+    of the general solve's, whichever triangle (lower=) SciPy reads."""
+    pytest.importorskip("scipy")
+    rng = np.random.default_rng(4)
+    a, b = _linalg_value(rng, "S", (3, 3)), rng.standard_normal((3, 2))
+    f = load(LINALG_HEADER + "\ndef f(a, b):\n"
+             "    return np.sum(np.sin(scipy.linalg.solve(a, b)))\n"
+             "def g(a, b, lower):\n"
+             f"    return np.sum(np.sin(scipy.linalg.solve(a, b, assume_a={assume_a!r}, "
+             "lower=lower)))\n")
+    general = grad(f.f)(a, b)
+    for lower in (False, True):
+        np.testing.assert_allclose(grad(f.g)(a, b, lower), (general + general.T) / 2,
+                                   rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(grad(f.g, wrt=1)(a, b, lower), grad(f.f, wrt=1)(a, b),
+                                   rtol=1e-12)
+
+
+def test_scipy_solve_reads_only_the_triangle_it_is_told():
+    """With garbage below the diagonal (assume_a='pos', lower=False reads the upper
+    triangle), the adjoint of b is that of the symmetric matrix SciPy solves with."""
+    pytest.importorskip("scipy")
+    rng = np.random.default_rng(6)
+    a = _linalg_value(rng, "S", (3, 3))
+    messy = np.triu(a) + np.tril(rng.standard_normal((3, 3)), -1)
+    b = rng.standard_normal(3)
+    f = load(LINALG_HEADER + "\ndef f(a, b):\n"
+             "    return np.sum(np.sin(scipy.linalg.solve(a, b, assume_a='pos')))\n", "f")
+    check_grad(f, [messy, b], (1,))
+    np.testing.assert_allclose(grad(f)(messy, b), grad(f)(a, b), rtol=1e-12)
+
+
+@pytest.mark.parametrize("body", ["np.linalg.det(a)", "scipy.linalg.det(a)"])
+@pytest.mark.parametrize("rank", [0, 1, 2, 3])
+def test_det_at_singular_matrices_is_exact(body, rank):
+    """det is a polynomial: at a singular matrix its gradient is the cofactor matrix (0
+    below rank n - 1), finite and exact, as JAX's, never NaN; in a stack with regular
+    matrices and with nearly singular ones too."""
+    pytest.importorskip("scipy")
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    rng = np.random.default_rng(rank)
+    singular = rng.standard_normal((4, rank)) @ rng.standard_normal((rank, 4))
+    near = singular + 1e-9 * rng.standard_normal((4, 4))
+    a = np.stack([singular, near, rng.standard_normal((4, 4))])
+    f = load(LINALG_HEADER + f"\ndef f(a):\n    return np.sum({body})\n", "f")
+    with np.errstate(all="raise"):
+        ours = grad(f)(a)
+    expected = jax.grad(lambda a: jnp.sum(jnp.linalg.det(a)))(a)
+    assert np.all(np.isfinite(ours))
+    np.testing.assert_allclose(ours, expected, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(grad(f)(singular), expected[0], rtol=1e-7, atol=1e-9)
+
+
+LINALG_KINDS = ["np.linalg.inv(a)", "np.linalg.solve(a, b)", "np.linalg.det(a)",
+                "np.linalg.pinv(a)", "np.linalg.cholesky(sym(a))",
+                "np.linalg.matrix_power(a, 2)", "np.linalg.multi_dot([a, b, a])",
+                "solve_triangular(a, b, lower=True)", "scipy.linalg.solve(a, b)",
+                "scipy.linalg.inv(a)", "scipy.linalg.det(a)", "scipy.linalg.cholesky(sym(a))"]
+
+
+@pytest.mark.parametrize("body", LINALG_KINDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_linalg_rule_keeps_float32_and_gives_float_for_int(body, dtype):
+    """float32 matrices give float32 gradients (computed in float32); integer ones float64,
+    as the gradient of their float64 copies."""
+    pytest.importorskip("scipy")
+    f = load(LINALG_HEADER + f"\ndef f(a, b):\n    return np.sum(np.sin({body}))\n", "f")
+    a = np.array([[5, 1, 2], [1, 4, 0], [2, 1, 6]])
+    b = np.array([[1, 0, 2], [2, 1, 0], [0, 3, 1]]) if "multi_dot" in body else \
+        np.array([1, 2, 3])
+    ga, gb = grad(f, wrt=(0, 1))(a.astype(dtype), b.astype(dtype))
+    single = dtype is np.float32
+    assert ga.dtype == gb.dtype == (np.float32 if single else np.float64)
+    expected = check_grad(f, [a.astype(float), b.astype(float)], (0, 1))
+    np.testing.assert_allclose(ga, expected[0], rtol=1e-4 if single else 1e-12, atol=1e-5)
+    np.testing.assert_allclose(gb, expected[1], rtol=1e-4 if single else 1e-12, atol=1e-5)
+
+
+def test_gaussian_process_nll_against_jax():
+    """The negative log marginal likelihood of a GP as written in practice (SciPy's upper
+    factor here, then two triangular solves, one transposed), against JAX, with respect
+    to the log-hyperparameters and to the data."""
+    pytest.importorskip("scipy")
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    jsl = pytest.importorskip("jax.scipy.linalg")
+    f = load(LINALG_HEADER + """
+def nll(theta, X, y):
+    d = X[:, None, :] - X[None, :, :]
+    K = np.exp(theta[0]) * np.exp(-0.5 * np.sum(d ** 2, axis=-1) / np.exp(2 * theta[1]))
+    K = K + np.exp(theta[2]) * np.eye(len(y))
+    U = scipy.linalg.cholesky(K)
+    z = solve_triangular(U, y, trans='T')
+    alpha = solve_triangular(U, z)
+    return 0.5 * np.dot(y, alpha) + np.sum(np.log(np.diagonal(U))) + \\
+        0.5 * len(y) * np.log(2 * np.pi)
+""", "nll")
+
+    def jnll(theta, X, y):
+        d = X[:, None, :] - X[None, :, :]
+        K = jnp.exp(theta[0]) * jnp.exp(-0.5 * jnp.sum(d ** 2, axis=-1) / jnp.exp(2 * theta[1]))
+        K = K + jnp.exp(theta[2]) * jnp.eye(len(y))
+        U = jsl.cholesky(K)
+        alpha = jsl.solve_triangular(U, jsl.solve_triangular(U, y, trans="T"))
+        return 0.5 * jnp.dot(y, alpha) + jnp.sum(jnp.log(jnp.diagonal(U))) + \
+            0.5 * len(y) * jnp.log(2 * jnp.pi)
+
+    rng = np.random.default_rng(8)
+    X, y = rng.uniform(0, 3, (12, 2)), rng.standard_normal(12)
+    theta = np.array([0.3, -0.2, -1.5])
+    ours = grad(f, wrt=(0, 1, 2))(theta, X, y)
+    theirs = jax.grad(jnll, argnums=(0, 1, 2))(theta, X, y)
+    for o, t in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(o, t, rtol=1e-9, atol=1e-11)
+    check_grad(f, [theta, X, y], (0, 1, 2))
+
+
+def test_linalg_refusals_are_located():
+    f = load(LINALG_HEADER + """
+def banded(a, b):
+    return np.sum(scipy.linalg.solve(a, b, assume_a='banded'))
+
+
+def hermitian(a):
+    return np.sum(np.linalg.pinv(a, hermitian=True))
+
+
+def banded_later(a, b, how):
+    return np.sum(scipy.linalg.solve(a, b, assume_a=how))
+""")
+    a, b = 2 * np.eye(3), np.ones(3)
+    with pytest.raises(SymdiffError) as e:
+        grad(f.banded)(a, b)
+    assert str(e.value).splitlines()[0].endswith(
+        ":11:19: scipy.linalg.solve with assume_a='banded' is not supported")
+    assert str(e.value).splitlines()[-1] == (
+        "  supported instead: scipy.linalg.solve with assume_a None, 'gen', 'sym', 'pos', "
+        "'her', 'upper triangular', 'lower triangular', 'diagonal' or 'tridiagonal'")
+    with pytest.raises(SymdiffError) as e:
+        grad(f.hermitian)(a)
+    assert str(e.value).splitlines()[0].endswith(
+        ":15:47: np.linalg.pinv(..., hermitian=...) is not supported")
+    with pytest.raises(SymdiffError) as e:
+        grad(f.banded_later)(a, b, "banded")
+    assert str(e.value).splitlines()[0].endswith(
+        ":19:5: symdiff differentiates scipy.linalg.solve with assume_a one of None, 'gen', "
+        "'general', 'sym', 'symmetric', 'her', 'hermitian', 'pos', 'positive definite', "
+        "'upper triangular', 'lower triangular', 'diagonal', 'tridiagonal', not 'banded'")
+
+
+def test_numpy_only_gradients_do_not_import_scipy(tmp_path):
+    """SciPy's rows are indexed only once the user's code has imported SciPy."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "numpy_only.py"
+    script.write_text("import sys\nimport numpy as np\nfrom symdiff import grad\n\n\n"
+                      "def f(a):\n    return np.linalg.det(np.linalg.inv(a))\n\n\n"
+                      "print(grad(f)(2 * np.eye(2)).tolist(), 'scipy' in sys.modules)\n")
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(root), "SYMDIFF_CACHE_DIR": "off",
+                              "PATH": "/usr/bin:/bin"}, check=True)
+    assert run.stdout.strip() == "[[-0.125, -0.0], [-0.0, -0.125]] False"
