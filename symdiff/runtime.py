@@ -917,12 +917,18 @@ def _inv_grad(g, out):
     return -(t @ g @ t)
 
 
-def _solve_grad(g, a, b, out, which, transposed=False):
+# NumPy 1 took b of np.linalg.solve(a, b) as a stack of vectors where it has one axis less
+# than a; NumPy 2 (and SciPy) only where it has one axis.
+_SOLVE_STACKS_VECTORS = np.lib.NumpyVersion(np.__version__) < "2.0.0"
+
+
+def _solve_grad(g, a, b, out, which, transposed=False, scipy=False):
     """The adjoint of operand ``which`` (0: a, 1: b) of ``x = solve(a, b)`` (of a.T x = b
     where ``transposed``): b's is solve(a.T, g), a's -(b's) @ x.T. b is a vector where it
     has one axis (NumPy 2's rule and SciPy's), a stack of matrices otherwise; each adjoint
     is summed over the stack axes its operand was broadcast along."""
-    vector = np.ndim(b) == 1
+    vector = np.ndim(b) == 1 or not scipy and _SOLVE_STACKS_VECTORS and \
+        np.ndim(b) == np.ndim(a) - 1
     op = _mT(a) if transposed else a
     gb = np.linalg.solve(_mT(op), g[..., None] if vector else g)
     if which == 1:
@@ -1082,8 +1088,9 @@ def _scipy_solve_grad(g, a, b, out, lower, assume_a, transposed, which):
     structure = _structure(assume_a, "scipy.linalg.solve")
     m = _read(a, structure, lower)
     if which == 1:
-        return _solve_grad(g, m, b, out, 1, transposed)
-    return _keep_read(_solve_grad(g, m, b, out, 0, transposed), a, structure, lower)
+        return _solve_grad(g, m, b, out, 1, transposed, scipy=True)
+    return _keep_read(_solve_grad(g, m, b, out, 0, transposed, scipy=True), a, structure,
+                      lower)
 
 
 def _scipy_inv_grad(g, a, out, assume_a=None, lower=False):
@@ -1109,5 +1116,5 @@ def _solve_triangular_grad(g, a, b, out, trans, lower, unit_diagonal, which):
     if unit_diagonal:
         t = t + eye
     transposed = trans not in (0, "N")
-    ga = _solve_grad(g, t, b, out, which, transposed)
+    ga = _solve_grad(g, t, b, out, which, transposed, scipy=True)
     return ga if which == 1 else _unbroadcast(np.where(mask, ga, 0.0), a)
