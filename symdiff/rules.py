@@ -783,27 +783,24 @@ def _density_rows(dist, shapes, std, domain, refused=()):
     params = ("x", *shapes, "loc", "scale")
 
     def image(method):
-        def at(x, *args, loc=sp.S.Zero, scale=sp.S.One, **named):
-            # (loc and scale by position after the shapes, or by name)
-            given = list(args) + [named[p] for p in shapes[len(args):] if p in named]
-            values = given[:len(shapes)]
-            rest = given[len(shapes):]
-            if rest:
-                loc = rest[0]
-            if len(rest) > 1:
-                scale = rest[1]
-            z = (x - loc) / scale
-            value = std[method](*values, z)
+        def at(*args, **named):
+            values = {**dict(zip(params, args, strict=False)), **named}
+            scale = values.get("scale", sp.S.One)
+            z = (values["x"] - values.get("loc", sp.S.Zero)) / scale
+            value = std[method](*(values[p] for p in shapes), z)
             return value - sp.log(scale) if method == "logpdf" else \
                 value / scale if method == "pdf" else value
         return at
 
+    def tail(method):  # (a cdf or survival function, refused in the shapes)
+        return "cdf" in method or "sf" in method
+
     return tuple(
         E((f"scipy.stats.{dist}.{method}",), params, image(method), domain, optional=2,
           note=f"in x, {', '.join(shapes) + ', ' if shapes else ''}loc and scale" +
-          (f"; in {' and '.join(refused)}: refused (no closed form)"
-           if refused and "cdf" in method or refused and "sf" in method else ""),
-          refused=refused if "cdf" in method or "sf" in method else ())
+          (f"; in {' and '.join(refused)} refused (no closed form)"
+           if refused and tail(method) else ""),
+          refused=refused if tail(method) else ())
         for method in std)
 
 
