@@ -80,7 +80,19 @@ class Operations:
                 if v.expr is None and v.value is not None:
                     self._need_number(v, args[p])
                 vals[p] = self._shallow(v, args[p])
-            expr = row.sympy(*[v.expr if v.expr is not None else v.value for v in vals.values()])
+            for p in row.refused:
+                v = vals.get(p)
+                if v is not None and v.expr is not None and any(
+                        s.name in self.active for s in v.expr.free_symbols):
+                    self.fail(args[p], f"{name} is not differentiated in {p}: its derivative "
+                              f"in {p} has no closed form",
+                              f"{p} as a constant: a number, or a value that does not "
+                              "depend on the differentiated inputs")
+            values = {p: v.expr if v.expr is not None else v.value for p, v in vals.items()}
+            if list(values) == list(row.params[:len(values)]):
+                expr = row.sympy(*values.values())
+            else:  # an optional parameter given by name, one before it left out
+                expr = row.sympy(**values)
             code = ast.Call(copy.copy(node.func), [v.code for v in vals.values()][
                 :len(node.args)], [ast.keyword(k.arg, vals[k.arg].code) for k in node.keywords])
             if not expr.free_symbols and not expr.is_Number:

@@ -1118,3 +1118,189 @@ def _solve_triangular_grad(g, a, b, out, trans, lower, unit_diagonal, which):
     transposed = trans not in (0, "N")
     ga = _solve_grad(g, t, b, out, which, transposed, scipy=True)
     return ga if which == 1 else _unbroadcast(np.where(mask, ga, 0.0), a)
+
+# --- helpers of the scipy.stats rules (issue 13): SciPy is imported when first called, by
+# gradients of functions that call SciPy themselves ---
+
+
+def _special():
+    import scipy.special
+
+    return scipy.special
+
+
+def _stats_gammaln(x):
+    """log|Gamma(x)|."""
+    return _special().gammaln(x)
+
+
+def _stats_digamma(x):
+    """psi(x), the derivative of log Gamma."""
+    return _special().digamma(x)
+
+
+def _stats_trigamma(x):
+    """polygamma(1, x), the derivative of psi."""
+    return _special().polygamma(1, x)
+
+
+def _stats_ndtr(z):
+    """The standard normal cdf."""
+    return _special().ndtr(z)
+
+
+def _stats_log_ndtr(z):
+    """log of the standard normal cdf, finite far in the lower tail."""
+    return _special().log_ndtr(z)
+
+
+def _stats_norm_hazard(z):
+    """pdf(z) / cdf(z) of the standard normal: sqrt(2/pi) / erfcx(-z/sqrt(2)), which has
+    no 0/0 far in the lower tail (about -z there) and tends to 0 in the upper one."""
+    with np.errstate(over="ignore"):
+        return np.sqrt(2 / np.pi) / _special().erfcx(-np.asarray(z) / np.sqrt(2))[()]
+
+
+def _stats_stdtr(df, z):
+    """Student's t cdf with ``df`` degrees of freedom."""
+    return _special().stdtr(df, z)
+
+
+def _stats_log_stdtr(df, z):
+    """log of Student's t cdf."""
+    with np.errstate(divide="ignore"):
+        return np.log(_special().stdtr(df, z))
+
+
+def _stats_gammainc(a, z):
+    """The regularized lower incomplete gamma function P(a, z)."""
+    return _special().gammainc(a, z)
+
+
+def _stats_log_gammainc(a, z):
+    """log P(a, z)."""
+    with np.errstate(divide="ignore"):
+        return np.log(_special().gammainc(a, z))
+
+
+def _stats_gammaincc(a, z):
+    """The regularized upper incomplete gamma function Q(a, z) = 1 - P(a, z)."""
+    return _special().gammaincc(a, z)
+
+
+def _stats_log_gammaincc(a, z):
+    """log Q(a, z)."""
+    with np.errstate(divide="ignore"):
+        return np.log(_special().gammaincc(a, z))
+
+
+def _stats_betainc(a, b, z):
+    """The regularized incomplete beta function I_z(a, b)."""
+    return _special().betainc(a, b, z)
+
+
+def _stats_log_betainc(a, b, z):
+    """log I_z(a, b)."""
+    with np.errstate(divide="ignore"):
+        return np.log(_special().betainc(a, b, z))
+
+
+def _stats_xlogy(a, z):
+    """a * log(z), and 0 where a is 0."""
+    return _special().xlogy(a, z)
+
+
+def _poisson_grad(g, out, k, mu, loc, method):
+    """The adjoint of mu of scipy.stats.poisson.<method>(k, mu, loc): for the pmf, through
+    d log pmf / d mu = k / mu - 1 (0 where k is not a count: the pmf is 0 there); for the
+    cdf, -pmf(floor(k), mu) (the sf's is its negation), over the value for the logs."""
+    sp = _special()
+    counts = np.asarray(k, dtype=np.float64) - loc
+    mu = np.asarray(mu, dtype=np.result_type(mu, np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if method in ("logpmf", "pmf"):
+            valid = (counts == np.floor(counts)) & (counts >= 0)
+            slope = np.where(valid, counts / mu - 1, 0.0)
+            if method == "pmf":
+                slope = slope * out
+        else:
+            m = np.floor(counts)
+            logpmf = np.where(m >= 0, sp.xlogy(m, mu) - mu - sp.gammaln(m + 1), -np.inf)
+            slope = np.exp(logpmf - out) if method in ("logcdf", "logsf") else np.exp(logpmf)
+            slope = -slope if method in ("cdf", "logcdf") else slope
+    return _unbroadcast(np.asarray(g * slope, dtype=mu.dtype)[()], mu)
+
+
+def _mvn_parts(x, mean, cov):
+    """SciPy's reading of multivariate_normal's arguments: the dimension, x as rows of
+    points, the mean as a vector and cov as a matrix."""
+    if mean is None:
+        dim = 1 if np.ndim(cov) < 2 else np.shape(cov)[0]
+        m = np.zeros(dim)
+    else:
+        dim = np.size(mean)
+        m = np.reshape(mean, (dim,))
+    c = np.asarray(cov, dtype=np.float64)
+    c = c * np.eye(dim) if c.ndim == 0 else np.diag(c) if c.ndim == 1 else c
+    return dim, np.reshape(x, (-1, dim)), m, c
+
+
+def _mvn_grad(g, out, x, mean, cov, which, method):
+    """The adjoint of x (which 0), mean (1) or cov (2) of multivariate_normal.logpdf (or
+    pdf): with a = cov^-1 (x - mean) by a Cholesky solve, -a for x, a for the mean, and
+    (a a^T - cov^-1) / 2 for cov (symmetric); each weighted by its point's adjoint."""
+    import scipy.linalg
+
+    dim, points, m, c = _mvn_parts(x, mean, cov)
+    weights = np.reshape(np.asarray(g, dtype=np.float64) * (out if method == "pdf" else 1.0),
+                         (-1,))
+    weights = np.broadcast_to(weights, (points.shape[0],))
+    factor = scipy.linalg.cho_factor(c, lower=True)
+    a = scipy.linalg.cho_solve(factor, (points - m).T).T
+    if which == 0:
+        return np.reshape(-a * weights[:, None], np.shape(x))
+    if which == 1:
+        return np.reshape(np.sum(a * weights[:, None], axis=0), np.shape(mean))
+    inverse = scipy.linalg.cho_solve(factor, np.eye(dim))
+    d = 0.5 * ((a * weights[:, None]).T @ a - np.sum(weights) * inverse)
+    return d if np.ndim(cov) == 2 else np.diag(d) if np.ndim(cov) == 1 else np.trace(d)
+
+
+def _dirichlet_grad(g, out, x, alpha, which, method):
+    """The adjoint of x (which 0) or alpha (1) of scipy.stats.dirichlet.logpdf (or pdf),
+    whose points are x's columns (the last entry left out is 1 minus the others' sum):
+    (alpha - 1) / x for x, log x - psi(alpha) + psi(sum of alpha) for alpha."""
+    sp = _special()
+    alpha = np.asarray(alpha, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    full = x if x.shape[0] == alpha.shape[0] else np.concatenate(
+        [x, 1 - np.sum(x, axis=0, keepdims=True)])
+    shape = (-1,) + (1,) * (full.ndim - 1)
+    weights = np.asarray(g, dtype=np.float64) * (out if method == "pdf" else 1.0)
+    weights = np.broadcast_to(weights, full.shape[1:])
+    if which == 0:
+        d = np.reshape(alpha - 1, shape) / full * weights
+        return d if full is x else d[:-1] - d[-1:]
+    d = np.log(full) - np.reshape(sp.digamma(alpha) - sp.digamma(np.sum(alpha)), shape)
+    return np.sum(np.reshape(d * weights, (alpha.shape[0], -1)), axis=1)
+
+
+def _convolve_grad(g, in1, in2, mode, which, how):
+    """The adjoint of in1 (which 0) or in2 (1) of scipy.signal.convolve (or correlate,
+    a convolution with in2 reversed): g is placed in the full output (each mode's output
+    is its centred part), then correlated with the other operand ('valid': the operand's
+    own shape)."""
+    import scipy.signal
+
+    in1, in2 = np.asarray(in1), np.asarray(in2)
+    if how == "correlate":
+        in2 = np.flip(in2)
+    full = tuple(a + b - 1 for a, b in zip(in1.shape, in2.shape, strict=True))
+    g = np.asarray(g, dtype=np.result_type(g, in1, in2, np.float64))
+    spread = np.zeros(full, dtype=g.dtype)
+    spread[tuple(slice((n - k) // 2, (n - k) // 2 + k) for n, k in zip(
+        full, g.shape, strict=True))] = g
+    if which == 0:
+        return scipy.signal.correlate(spread, in2, mode="valid")
+    d = scipy.signal.correlate(spread, in1, mode="valid")
+    return np.flip(d) if how == "correlate" else d

@@ -171,8 +171,35 @@ CASES = {
          (3, 3))],
 }
 
-HEADER = "import numpy as np\nfrom scipy.special import logsumexp\n"
-HEADER += "import scipy.linalg\n"
+# scipy.stats and scipy.signal (issue 13): positive rates, an SPD covariance, points on the
+# simplex, made from x and y.
+_SPD = "x @ x.T + np.eye(3)"
+_SIMPLEX = "np.exp(x) / np.sum(np.exp(x), axis=0)"
+CASES.update({
+    **{f"scipy.stats.poisson.{m}": [
+        (f"np.sum(scipy.stats.poisson.{m}(np.array([0.0, 1.0, 3.0, 5.0]), x ** 2 + 0.5))",
+         (4,)),
+        (f"np.sum(scipy.stats.poisson.{m}(np.array([[1.0], [4.0]]), x ** 2 + 1.0, 1.0))",
+         (3,))] for m in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")},
+    **{f"scipy.stats.multivariate_normal.{m}": [
+        (f"np.sum(scipy.stats.multivariate_normal.{m}(x, y, np.eye(3) * 2.0))", (4, 3), (3,)),
+        (f"scipy.stats.multivariate_normal.{m}(y, np.sin(y), {_SPD})", (3, 3), (3,)),
+        (f"np.sum(scipy.stats.multivariate_normal.{m}(x, np.ones(3), cov=y ** 2 + 1.0))",
+         (2, 3), (3,))]
+       for m in ("logpdf", "pdf")},
+    **{f"scipy.stats.dirichlet.{m}": [
+        (f"scipy.stats.dirichlet.{m}({_SIMPLEX}, y ** 2 + 1.0)", (3,), (3,)),
+        (f"np.sum(scipy.stats.dirichlet.{m}({_SIMPLEX}, y ** 2 + 1.0))", (3, 2), (3,))]
+       for m in ("logpdf", "pdf")},
+    **{f"scipy.signal.{how}": [
+        (f"np.sum(np.sin(scipy.signal.{how}(x, y)))", (5,), (3,)),
+        (f"np.sum(np.sin(scipy.signal.{how}(x, y, 'same')))", (3, 4), (2, 3)),
+        (f"np.sum(np.sin(scipy.signal.{how}(x, y, mode='valid', method='direct')))",
+         (2, 3), (4, 5))] for how in ("convolve", "correlate")},
+})
+
+HEADER = ("import numpy as np\nimport scipy.linalg\nimport scipy.signal\nimport scipy.stats\n"
+          "from scipy.special import logsumexp\n")
 
 
 def _cases():

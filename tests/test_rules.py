@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -43,6 +44,11 @@ def required(row) -> tuple[str, ...]:
     return row.params[:len(row.params) - row.optional]
 
 
+def differentiable(row) -> tuple[int, ...]:
+    """The positions of the required parameters not refused (a cdf's shape parameters)."""
+    return tuple(i for i, p in enumerate(required(row)) if p not in row.refused)
+
+
 def make(name: str, params: tuple[str, ...], reduce: bool):
     """A module function ``f(*params)`` returning ``name(*params)``, np.sum-ed if ``reduce``."""
     call = f"{name}({', '.join(params)})"
@@ -51,6 +57,7 @@ def make(name: str, params: tuple[str, ...], reduce: bool):
         import math
 
         import numpy as np
+        {"import scipy.stats" if name.startswith("scipy.") else ""}
 
 
         def f({', '.join(params)}):
@@ -350,11 +357,11 @@ def test_rule_on_scalars(row, name):
     params = required(row)
     f = make(name, params, reduce=False)
     rng = np.random.default_rng(1234)
-    wrt = tuple(range(len(params)))
+    wrt = differentiable(row)
     for seed in range(3):
         args = draw_point(row, rng, None)
         grads = check_grad(f, args, wrt=wrt, seed=seed)
-        check_types(grads, args)
+        check_types(grads, [args[i] for i in wrt])
 
 
 @pytest.mark.parametrize(("row", "name"), ARRAY_SPELLINGS, ids=_ids(ARRAY_SPELLINGS))
@@ -362,11 +369,11 @@ def test_rule_on_arrays(row, name):
     params = required(row)
     f = make(name, params, reduce=True)
     rng = np.random.default_rng(5678)
-    wrt = tuple(range(len(params)))
+    wrt = differentiable(row)
     for seed in range(2):
         args = draw_point(row, rng, SHAPE[0])
         grads = check_grad(f, args, wrt=wrt, seed=seed)
-        check_types(grads, args)
+        check_types(grads, [args[i] for i in wrt])
 
 
 @pytest.mark.parametrize(("row", "name"), MULTI_ARG_ARRAY_SPELLINGS,
@@ -683,6 +690,7 @@ def test_rule_with_compound_operands(row, name):
         import math
 
         import numpy as np
+        {"import scipy.stats" if name.startswith("scipy.") else ""}
 
         ZERO = 0.0
         TWO = 2.0
@@ -694,7 +702,7 @@ def test_rule_with_compound_operands(row, name):
         """)
     rng = np.random.default_rng(2024)
     args = draw_point(row, rng, None)
-    check_grad(module.f, args, wrt=tuple(range(len(params))))
+    check_grad(module.f, args, wrt=differentiable(row))
     if name.startswith("np."):
         args = draw_point(row, rng, 4)
         check_grad(load(f"""
@@ -992,7 +1000,7 @@ def test_rule_at_edge_points(row, name):
         jnp = getattr(pytest.importorskip("jax.numpy"), name[3:], None)
     params = required(row)
     f = make(name, params, reduce=False)
-    wrt = tuple(range(len(params)))
+    wrt = differentiable(row)
     g = grad(f, wrt=wrt)
     for point in _edge_points(row):
         with np.errstate(all="ignore"):
@@ -1022,8 +1030,10 @@ def test_rule_on_integer_boolean_0d_and_float32_arguments(row, name):
     and each gradient has its parameter's shape, as float64 (a float for a scalar); float32
     ones in float32, as JAX."""
     params = required(row)
-    wrt = tuple(range(len(params)))
+    wrt = differentiable(row)
     point = [1.0, -2.0, 3.0][:len(params)] if "a_min" not in params else [2.0, -1.0, 3.0]
+    if name.startswith("scipy.stats."):  # (shape parameters are positive)
+        point = [0.5, 1.5, 2.5][:len(params)]
     # (Booleans and 8- and 16-bit integers too, which NumPy computes with in float16 or
     # float32: the derivatives still compute in float64.)
     kinds = [int, np.int64, np.float32, bool, np.int8, np.bool_, np.int16]
@@ -1049,7 +1059,7 @@ def test_rule_on_integer_boolean_0d_and_float32_arguments(row, name):
             expected = grad(f, wrt=wrt)(*[np.asarray(a, dtype=np.float64) if isinstance(
                 a, np.ndarray) else float(a) for a in args])
         single = all(np.asarray(a).dtype == np.float32 for a in args)
-        for o, e, a in zip(ours, expected, args, strict=True):
+        for o, e, a in zip(ours, expected, [args[i] for i in wrt], strict=True):
             np.testing.assert_allclose(o, e, rtol=2e-5 if single else 1e-6, atol=1e-6 if
                                        single else 0, err_msg=f"{name} {kind}")
             assert np.shape(o) == np.shape(a)
@@ -1179,6 +1189,40 @@ EDGE_ARRAYS = {
     "scipy.special.logsumexp": [("logsumexp(x)", np.ones(1)),
                                 ("logsumexp(x)", np.array([-np.inf, 0.0])),
                                 ("logsumexp(x)", np.array([1000.0, 1000.0]))],
+    # scipy.stats, scipy.signal (issue 13): rates at 1, counts below 0 or not whole
+    # (flat there), a point at the mean, the centre of the simplex; a kernel of one.
+    "scipy.stats.poisson.logpmf": [("scipy.stats.poisson.logpmf(3.0, x)", 2.0, 0.5),
+                                   ("np.sum(scipy.stats.poisson.logpmf(0.0, x))",
+                                    np.zeros(0), np.zeros(0))],
+    "scipy.stats.poisson.pmf": [("scipy.stats.poisson.pmf(2.5, x)", 1.0, 0.0),
+                                ("np.sum(scipy.stats.poisson.pmf(-1.0, x))", np.ones(2),
+                                 np.zeros(2))],
+    "scipy.stats.poisson.cdf": [("np.sum(scipy.stats.poisson.cdf(-1.0, x))", np.ones(3),
+                                 np.zeros(3)),
+                                ("scipy.stats.poisson.cdf(0.0, x)", 1.0, -math.exp(-1.0))],
+    "scipy.stats.poisson.logcdf": [("scipy.stats.poisson.logcdf(0.0, x)", 1.0, -1.0)],
+    "scipy.stats.poisson.sf": [("scipy.stats.poisson.sf(-1.0, x)", 1.0, 0.0)],
+    "scipy.stats.poisson.logsf": [("scipy.stats.poisson.logsf(-1.0, x)", 1.0, 0.0)],
+    "scipy.stats.multivariate_normal.logpdf": [
+        ("scipy.stats.multivariate_normal.logpdf(x, 0.0, 1.0)", np.array(2.0), -2.0),
+        ("np.sum(scipy.stats.multivariate_normal.logpdf(x, np.zeros(2), np.eye(2)))",
+         np.zeros((0, 2)), np.zeros((0, 2)))],
+    "scipy.stats.multivariate_normal.pdf": [
+        ("scipy.stats.multivariate_normal.pdf(x, np.zeros(2), np.eye(2))", np.zeros(2),
+         np.zeros(2))],
+    "scipy.stats.dirichlet.logpdf": [
+        ("scipy.stats.dirichlet.logpdf(x, np.ones(2) * 2.0)", np.array([0.5, 0.5]),
+         np.array([2.0, 2.0])),
+        ("scipy.stats.dirichlet.logpdf(x, np.ones(2) * 2.0)", np.array([0.25]),
+         np.array([4.0 - 4.0 / 3.0]))],
+    "scipy.stats.dirichlet.pdf": [
+        ("scipy.stats.dirichlet.pdf(x, np.ones(2))", np.array([0.5, 0.5]), np.zeros(2))],
+    "scipy.signal.convolve": [("np.sum(scipy.signal.convolve(x, np.ones(1)) ** 2)",
+                               np.array([1.0, 2.0]), np.array([2.0, 4.0])),
+                              ("np.sum(scipy.signal.convolve(x, np.ones(2), 'valid'))",
+                               np.ones(1), np.array([2.0]))],
+    "scipy.signal.correlate": [("np.sum(scipy.signal.correlate(x, np.ones(1), 'same'))",
+                                np.ones(3), np.ones(3))],
     "x[...]": [("np.sum(x[:0])", np.ones(2)), ("x[()] ** 2", np.array(2.0)),
                ("np.sum(x[x > 5.0])", np.ones(2))],
     "np.r_[...]": [("np.sum(np.r_[x, x] ** 2)", np.array(2.0)),
@@ -1233,7 +1277,8 @@ def test_array_row_on_degenerate_operands(body, x, convention):
     """Against JAX (the gradient of the same expression in jax.numpy), or our convention
     where it differs; the gradient has x's shape, as float64 (float32 for float32)."""
     pytest.importorskip("scipy")
-    f = load("import numpy as np\nfrom scipy.special import logsumexp\nimport scipy.linalg\n\n\n"
+    f = load("import numpy as np\nimport scipy.linalg\nimport scipy.signal\nimport scipy.stats\n"
+             "from scipy.special import logsumexp\n\n\n"
              f"def f(x):\n    return {body}\n", "f")
     with np.errstate(all="ignore"):
         ours = grad(f)(x)
@@ -2103,3 +2148,410 @@ def test_numpy_only_gradients_do_not_import_scipy(tmp_path):
                          env={"PYTHONPATH": str(root), "SYMDIFF_CACHE_DIR": "off",
                               "PATH": "/usr/bin:/bin"}, check=True)
     assert run.stdout.strip() == "[[-0.125, -0.0], [-0.0, -0.125]] False"
+
+# --- scipy.stats densities (norm, t, gamma, chi2, beta, poisson, multivariate_normal,
+# dirichlet) and scipy.signal.convolve / correlate (issue 13) ---
+
+_STATS_METHODS = ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
+# name -> shape parameters, and where x lies in units of the scale (the support's inside)
+_DISTRIBUTIONS = {"norm": ((), (-2.0, 2.0)), "t": (("df",), (-2.0, 2.0)),
+                  "gamma": (("a",), (0.3, 3.0)), "chi2": (("df",), (0.3, 3.0)),
+                  "beta": (("a", "b"), (0.1, 0.9))}
+_STATS_CASES = [(d, m) for d in _DISTRIBUTIONS for m in _STATS_METHODS]
+
+
+def _stats_point(dist, rng, shape=(4, 3)):
+    """x, the shapes, loc (1, 3) and scale (4, 1), with (x - loc) / scale inside the
+    support, and shape parameters in (1.5, 4)."""
+    shapes, (lo, hi) = _DISTRIBUTIONS[dist]
+    loc = rng.uniform(-1.0, 1.0, (1, shape[1]))
+    scale = rng.uniform(0.5, 2.0, (shape[0], 1))
+    x = loc + scale * rng.uniform(lo, hi, shape)
+    return [x, *(rng.uniform(1.5, 4.0, shape) for _ in shapes), loc, scale]
+
+
+@pytest.mark.parametrize(("dist", "method"), _STATS_CASES,
+                         ids=[f"{d}.{m}" for d, m in _STATS_CASES])
+def test_stats_density_in_every_parameter_with_loc_and_scale_broadcast(dist, method):
+    """Each density in x, its shapes, loc (1, 3) and scale (4, 1) against central
+    differences, the three spellings of the call; a cdf's shapes are left out (refused)."""
+    pytest.importorskip("scipy")
+    shapes = _DISTRIBUTIONS[dist][0]
+    params = ("x", *shapes, "loc", "scale")
+    args = ", ".join(params)
+    m = load(f"""
+        import numpy as np
+        import scipy.stats
+        import scipy.stats as st
+        from scipy.stats import {dist}
+
+
+        def full(w, {args}):
+            return np.sum(w * scipy.stats.{dist}.{method}({args}))
+
+
+        def alias(w, {args}):
+            return np.sum(w * st.{dist}.{method}({args}))
+
+
+        def imported(w, {args}):
+            return np.sum(w * {dist}.{method}({args}))
+        """)
+    rng = np.random.default_rng(13)
+    point = _stats_point(dist, rng)
+    weights = rng.normal(size=(4, 3))
+    refused = "cdf" in method or "sf" in method
+    wrt = tuple(i + 1 for i, p in enumerate(params) if not (refused and p in shapes))
+    for f in (m.full, m.alias, m.imported):
+        grads = check_grad(f, [weights, *point], wrt=wrt)
+        for g, i in zip(grads, wrt, strict=True):
+            assert g.shape == point[i - 1].shape and g.dtype == np.float64
+
+
+@pytest.mark.parametrize(("dist", "method"), _STATS_CASES,
+                         ids=[f"{d}.{m}" for d, m in _STATS_CASES])
+def test_stats_density_of_python_floats_float32_and_keywords(dist, method):
+    """Python floats give floats, float32 arrays float32; loc and scale by name (scale
+    alone, loc left out) and the shapes by name."""
+    pytest.importorskip("scipy")
+    shapes = _DISTRIBUTIONS[dist][0]
+    named = ", ".join(f"{p}={p}" for p in shapes)
+    m = load(f"""
+        import numpy as np
+        from scipy.stats import {dist}
+
+
+        def f(x, {''.join(p + ', ' for p in shapes)}scale):
+            return np.sum({dist}.{method}(x, {named + ', ' if named else ''}scale=scale))
+        """)
+    rng = np.random.default_rng(7)
+    scale = float(rng.uniform(0.5, 2.0))
+    x = scale * float(rng.uniform(*_DISTRIBUTIONS[dist][1]))  # (loc 0)
+    values = [x, *(float(v) for v in rng.uniform(1.5, 4.0, len(shapes))), scale]
+    refused = "cdf" in method or "sf" in method
+    wrt = tuple(i for i in range(len(values)) if not (refused and 0 < i <= len(shapes)))
+    grads = check_grad(m.f, values, wrt=wrt)
+    assert all(type(g) is float for g in grads)
+    single = [np.full(3, v, dtype=np.float32) for v in values]
+    for o, g in zip(grad(m.f, wrt=wrt)(*single), grads, strict=True):
+        assert o.dtype == np.float32 and o.shape == (3,)
+        np.testing.assert_allclose(o, np.full(3, g), rtol=2e-3, atol=1e-5)
+
+
+def test_normal_tails_have_finite_right_gradients():
+    """logcdf at -40 (where the cdf is 4e-350: 0 in floats), logsf at 40, logpdf far out:
+    the derivatives are the hazard's, about -z, never log(0)'s inf or 0/0's NaN."""
+    pytest.importorskip("scipy")
+    m = load("""
+        from scipy.stats import norm
+
+
+        def logcdf(x, loc, scale):
+            return norm.logcdf(x, loc, scale)
+
+
+        def logsf(x):
+            return norm.logsf(x)
+
+
+        def logpdf(x):
+            return norm.logpdf(x, 1.0, 2.0)
+
+
+        def cdf(x):
+            return norm.cdf(x)
+        """)
+    # d/dz log Phi(z) = phi(z) / Phi(z) = 40.02496884720727 at z = -40 (asymptotically
+    # -z - 1/z + 2/z**3 ...)
+    hazard = 40.02496884720727
+    dx, dloc, dscale = grad(m.logcdf, wrt=(0, 1, 2))(-40.0, 0.0, 1.0)
+    assert dx == pytest.approx(hazard, rel=1e-12)
+    assert dloc == pytest.approx(-hazard, rel=1e-12)
+    assert dscale == pytest.approx(40.0 * hazard, rel=1e-12)
+    assert grad(m.logcdf)(-400.0, 0.0, 1.0) == pytest.approx(400.0025, rel=1e-6)
+    assert grad(m.logcdf)(40.0, 0.0, 1.0) == 0.0
+    assert grad(m.logsf)(40.0) == pytest.approx(-hazard, rel=1e-12)
+    assert grad(m.logpdf)(1e6) == pytest.approx(-(1e6 - 1.0) / 4.0, rel=1e-12)
+    assert grad(m.cdf)(-40.0) == 0.0 and grad(m.cdf)(0.0) == pytest.approx(
+        1 / math.sqrt(2 * math.pi), rel=1e-15)
+
+
+def test_densities_outside_their_support_have_gradient_zero():
+    """Where the pdf and cdf are flat (x below 0 for gamma, beyond 1 for beta), 0: no NaN
+    of a log of a negative number."""
+    pytest.importorskip("scipy")
+    m = load("""
+        import numpy as np
+        from scipy.stats import beta, gamma
+
+
+        def f(x, a):
+            return np.sum(gamma.pdf(x, a) + gamma.cdf(x, 2.0) + beta.pdf(x, a, 2.0)
+                          + beta.sf(x, 2.0, 3.0))
+
+
+        def g(x, a):
+            return np.sum(beta.pdf(x, a, 2.0) + beta.logsf(x, 2.0, 3.0, -1.0, 0.5))
+        """)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for f, x in ((m.f, np.array([-1.0, -0.5, -3.0])), (m.g, np.array([1.5, 1.01, 2.0]))):
+            dx, da = grad(f, wrt=(0, 1))(x, np.array([1.5, 2.0, 2.5]))
+            assert np.all(dx == 0.0) and np.all(da == 0.0)
+
+
+@pytest.mark.parametrize(("call", "parameter"), [
+    ("gamma.cdf(x, p)", "a"), ("gamma.logsf(x, p, 0.0, 2.0)", "a"),
+    ("t.cdf(x, p)", "df"), ("chi2.sf(x, df=p)", "df"), ("beta.cdf(x, 2.0, p)", "b"),
+    ("beta.logcdf(x, p, 2.0)", "a")])
+def test_a_cdf_is_refused_in_its_shape_parameters(call, parameter):
+    pytest.importorskip("scipy")
+    m = load(f"""
+        from scipy.stats import beta, chi2, gamma, t
+
+
+        def f(x, p):
+            return {call}
+        """)
+    name = call.split("(")[0]
+    argument = "p"
+    with pytest.raises(SymdiffError) as e:
+        grad(m.f, wrt=1)(0.4, 2.0)
+    line = f"        return {call}"
+    caret = " " * (line.index(argument, len("        return ") + len(name))) + "^"
+    assert str(e.value).split("\n", 1)[1] == (
+        f"{line}\n{caret}\n"
+        f"  supported instead: {parameter} as a constant: a number, or a value that does not "
+        "depend on the differentiated inputs")
+    assert str(e.value).split("\n")[0].endswith(
+        f": {name} is not differentiated in {parameter}: its derivative in {parameter} "
+        "has no closed form")
+    check_grad(m.f, [0.4, 2.0], wrt=(0,))  # in x, it is
+
+
+def test_poisson_in_mu_and_its_counts_refused():
+    pytest.importorskip("scipy")
+    m = load("""
+        import numpy as np
+        from scipy.stats import poisson
+
+
+        def f(mu, k):
+            return np.sum(poisson.logpmf(k, mu) + poisson.pmf(k, mu) * 2.0
+                          + poisson.cdf(k, mu, 1.0) + poisson.logsf(k, mu))
+
+
+        def g(k, mu):
+            return np.sum(poisson.pmf(k, mu))
+
+
+        def off_counts(mu):
+            return np.sum(poisson.pmf(np.array([2.5, -1.0]), mu))
+        """)
+    rng = np.random.default_rng(3)
+    check_grad(m.f, [rng.uniform(1.0, 4.0, (2, 1)), np.array([[0.0, 1.0, 4.0]])], wrt=(0,))
+    check_grad(m.f, [2.5, 3.0], wrt=(0,))
+    assert grad(m.off_counts)(np.array([1.5, 2.0])).tolist() == [0.0, 0.0]
+    with pytest.raises(SymdiffError) as e:
+        grad(m.g)(np.array([1.0, 2.0]), 2.0)
+    assert str(e.value).split("\n")[0].endswith(
+        ":12:31: k must not depend on the differentiated inputs")
+    assert str(e.value).split("\n")[3] == \
+        "  supported instead: a constant k, such as a number or x.shape"
+
+
+def _spd(rng, n):
+    a = rng.normal(size=(n, n))
+    return a @ a.T + n * np.eye(n)
+
+
+def test_multivariate_normal_in_x_mean_and_cov():
+    """x a point or rows of points, the mean, cov (through an SPD matrix made of s, and
+    along symmetric directions directly), cov as a vector of variances; pdf too."""
+    pytest.importorskip("scipy")
+    m = load("""
+        import numpy as np
+        from scipy.stats import multivariate_normal
+
+
+        def logpdf(x, mean, cov):
+            return np.sum(multivariate_normal.logpdf(x, mean, cov))
+
+
+        def pdf(x, mean, s):
+            return np.sum(multivariate_normal.pdf(x, mean=mean, cov=s @ s.T + np.eye(3)))
+
+
+        def diagonal(x, mean, v):
+            return np.sum(multivariate_normal.logpdf(x, mean, v ** 2))
+        """)
+    rng = np.random.default_rng(5)
+    mean, cov, s = rng.normal(size=3), _spd(rng, 3), rng.normal(size=(3, 3))
+    for x in (rng.normal(size=(4, 3)), rng.normal(size=3)):
+        check_grad(m.logpdf, [x, mean, cov], wrt=(0, 1))
+        check_grad(m.pdf, [x, mean, s], wrt=(0, 1, 2))
+        check_grad(m.diagonal, [x, mean, rng.uniform(1.0, 2.0, 3)], wrt=(0, 1, 2))
+        d = grad(m.logpdf, wrt=2)(x, mean, cov)
+        assert np.allclose(d, d.T)
+        direction = rng.normal(size=(3, 3))
+        direction += direction.T
+        h = 1e-6
+        numeric = (m.logpdf(x, mean, cov + h * direction)
+                   - m.logpdf(x, mean, cov - h * direction)) / (2 * h)
+        assert np.sum(d * direction) == pytest.approx(numeric, rel=1e-6)
+
+
+def test_multivariate_normal_matches_jax():
+    pytest.importorskip("scipy")
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jmvn = pytest.importorskip("jax.scipy.stats").multivariate_normal
+    m = load("""
+        import numpy as np
+        from scipy.stats import multivariate_normal
+
+
+        def f(x, mean, cov):
+            return np.sum(multivariate_normal.logpdf(x, mean, cov))
+        """)
+    rng = np.random.default_rng(8)
+    args = (rng.normal(size=(5, 3)), rng.normal(size=3), _spd(rng, 3))
+    ours = grad(m.f, wrt=(0, 1, 2))(*args)
+    theirs = jax.grad(lambda x, mu, c: jax.numpy.sum(jmvn.logpdf(x, mu, c)),
+                      argnums=(0, 1, 2))(*args)
+    for o, t in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(o, np.asarray(t), rtol=1e-8, atol=1e-10)
+
+
+def test_multivariate_normal_allow_singular_is_refused():
+    pytest.importorskip("scipy")
+    m = load("""
+        from scipy.stats import multivariate_normal
+
+
+        def f(x, cov):
+            return multivariate_normal.logpdf(x, None, cov, allow_singular=True)
+        """)
+    with pytest.raises(SymdiffError) as e:
+        grad(m.f)(0.5, 2.0)
+    assert str(e.value).split("\n")[0].endswith(
+        ": multivariate_normal.logpdf(..., allow_singular=...) is not supported")
+    assert "supported instead: multivariate_normal.logpdf(x, mean, cov)" in str(e.value)
+
+
+def test_dirichlet_in_x_and_alpha():
+    """alpha against central differences; x (points on the simplex, its columns) along
+    directions that keep it there, also with the last entry left out."""
+    pytest.importorskip("scipy")
+    m = load("""
+        import numpy as np
+        from scipy.stats import dirichlet
+
+
+        def logpdf(x, alpha):
+            return np.sum(dirichlet.logpdf(x, alpha))
+
+
+        def pdf(x, alpha):
+            return np.sum(dirichlet.pdf(x, alpha) * 2.0)
+
+
+        def through_softmax(y, alpha):
+            return dirichlet.logpdf(np.exp(y) / np.sum(np.exp(y)), alpha)
+        """)
+    rng = np.random.default_rng(9)
+    alpha = rng.uniform(1.0, 3.0, 4)
+    points = rng.dirichlet(alpha, size=3).T
+    for f in (m.logpdf, m.pdf):
+        for x in (points, points[:, 0], points[:-1], points[:-1, 0]):
+            check_grad(f, [x, alpha], wrt=(1,))
+            d = rng.normal(size=x.shape)
+            if x.shape[0] == 4:
+                d -= np.mean(d, axis=0)
+            h = 1e-6
+            numeric = (f(x + h * d, alpha) - f(x - h * d, alpha)) / (2 * h)
+            assert np.sum(grad(f)(x, alpha) * d) == pytest.approx(numeric, rel=1e-6)
+    check_grad(m.through_softmax, [rng.normal(size=4), alpha], wrt=(0, 1))
+
+
+_CONVOLVE_SHAPES = [((7,), (3,)), ((3,), (7,)), ((4,), (4,)), ((1,), (5,)), ((5, 6), (2, 3)),
+                    ((2, 3), (5, 6)), ((4, 4), (4, 4)), ((3, 5), (2, 2))]
+
+
+@pytest.mark.parametrize("how", ["convolve", "correlate"])
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize(("shape1", "shape2"), _CONVOLVE_SHAPES)
+def test_convolve_and_correlate_in_both_operands(how, mode, shape1, shape2):
+    """Every mode, 1-D and 2-D, either operand larger ('valid' swaps them when in2 is
+    larger in every dimension); method= is accepted, and changes nothing."""
+    pytest.importorskip("scipy")
+    m = load(f"""
+        import numpy as np
+        import scipy.signal
+        from scipy.signal import {how}
+
+
+        def f(a, b, w):
+            return np.sum(w * scipy.signal.{how}(a, b, mode="{mode}"))
+
+
+        def g(a, b, w):
+            return np.sum(w * {how}(a, b, "{mode}", method="direct"))
+        """)
+    rng = np.random.default_rng(11)
+    a, b = rng.normal(size=shape1), rng.normal(size=shape2)
+    w = rng.normal(size=getattr(__import__("scipy.signal").signal, how)(a, b, mode).shape)
+    for f in (m.f, m.g):
+        check_grad(f, [a, b, w], wrt=(0, 1))
+
+
+def test_convolve_matches_jax_and_keeps_float32():
+    pytest.importorskip("scipy")
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jsig = pytest.importorskip("jax.scipy.signal")
+    m = load("""
+        import numpy as np
+        from scipy.signal import convolve
+
+
+        def f(a, b):
+            return np.sum(np.sin(convolve(a, b, "same")))
+        """)
+    rng = np.random.default_rng(12)
+    a, b = rng.normal(size=(4, 5)), rng.normal(size=(3, 2))
+    theirs = jax.grad(lambda a, b: jax.numpy.sum(jax.numpy.sin(jsig.convolve(a, b, "same"))),
+                      argnums=(0, 1))(a, b)
+    for o, t in zip(grad(m.f, wrt=(0, 1))(a, b), theirs, strict=True):
+        np.testing.assert_allclose(o, np.asarray(t), rtol=1e-10, atol=1e-12)
+    da = grad(m.f)(a.astype(np.float32), b.astype(np.float32))
+    assert da.dtype == np.float32
+
+
+def test_convolve_keywords_scipy_lacks_are_refused():
+    """autograd's axes= and dot_axes= are not SciPy's: refused where they are written."""
+    pytest.importorskip("scipy")
+    m = load("""
+        import numpy as np
+        import scipy.signal
+
+
+        def f(a, b):
+            return np.sum(scipy.signal.convolve(a, b, axes=([0], [0])))
+        """)
+    with pytest.raises(SymdiffError) as e:
+        grad(m.f)(np.ones(3), np.ones(2))
+    assert str(e.value).split("\n")[0].endswith(
+        ": scipy.signal.convolve(..., axes=...) is not supported")
+    assert "supported instead: scipy.signal.convolve(in1, in2, mode, method)" in str(e.value)
+
+
+def test_scipy_stats_and_signal_are_imported_only_when_used():
+    import subprocess
+    import sys
+
+    code = ("import sys, symdiff, symdiff.rules\n"
+            "print(any(m in sys.modules for m in ('scipy.stats', 'scipy.signal')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
