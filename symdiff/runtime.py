@@ -465,42 +465,66 @@ def _outer_grad(g, a, b, which):
     return d if np.shape(d) == shape else np.reshape(d, shape)  # (not a view: _fit copies)
 
 
-def _einsum_problem(spec, count):
-    """What in an einsum spec symdiff cannot differentiate ("" if nothing)."""
+def _einsum_grad(spec, g, operands, which):
+    """The adjoint of operand ``which`` of ``np.einsum(spec, *operands)``; spec None: the
+    sublist form, np.einsum(a, [0, 1], b, [1, 2], [0, 2]), whose arguments ``operands``
+    are all. Indices only this operand has were summed: the adjoint is spread over them;
+    an index repeated within it (a diagonal, 'ii->i') gets the adjoint on that diagonal."""
+    if spec is None:
+        spec = _sublist_spec(operands)
+        operands, which = operands[0:len(operands) // 2 * 2:2], which // 2
+    terms, out = _einsum_labels(spec, operands)
+    mine, x = terms[which], operands[which]
+    others = terms[:which] + terms[which + 1:]
+    there = set(out).union(*others)
+    unique = "".join(dict.fromkeys(mine))
+    kept = "".join(c for c in unique if c in there)
+    d = np.einsum(",".join([out, *others]) + "->" + kept, g,
+                  *[v for i, v in enumerate(operands) if i != which])
+    sizes = {c: n for c, n in zip(mine, np.shape(x), strict=True)}
+    # An axis of 1 that the others broadcast (an ellipsis of ones) sums their adjoints.
+    ones = tuple(j for j, c in enumerate(kept) if sizes[c] == 1 and np.shape(d)[j] != 1)
+    if ones:
+        d = np.sum(d, axis=ones, keepdims=True)
+    d = np.reshape(d, [sizes[c] if c in there else 1 for c in unique])
+    if unique == mine:
+        return np.broadcast_to(d, np.shape(x))
+    full = np.zeros(np.shape(x), np.result_type(d, 0.0))
+    np.einsum(mine + "->" + unique, full)[...] = d  # (a view of full's diagonal)
+    return full
+
+
+def _einsum_labels(spec, operands):
+    """np.einsum's subscripts spelled out: one letter per axis of each operand (an
+    ellipsis as letters the spec does not use, aligned on the right as NumPy broadcasts),
+    and the output's; without '->', NumPy's: the ellipsis, then the letters used once,
+    in alphabetical order."""
     text = spec.replace(" ", "")
     inputs, arrow, output = text.partition("->")
-    operands = inputs.split(",")
+    terms = inputs.split(",")
+    spare = [c for c in _LETTERS if c not in text]
+    widths = [np.ndim(x) - len(t.replace("...", "")) if "..." in t else 0
+              for t, x in zip(terms, operands, strict=True)]
+    width = max(widths, default=0)
+    dots = "".join(spare[:width])
+    terms = [t.replace("...", dots[width - n:]) for t, n in zip(terms, widths, strict=True)]
     if not arrow:
-        return "implicit output (no '->')"
-    if "." in text:
-        return "an ellipsis"
-    if len(operands) != count:
-        return f"{len(operands)} subscripts for {count} operands"
-    if any(len(set(o)) != len(o) for o in [*operands, output]):
-        return "a repeated index within one operand (a diagonal)"
-    if set(output) - set("".join(operands)):
-        return "an output index no operand has"
-    return ""
+        named = inputs.replace("...", "").replace(",", "")
+        output = "..." + "".join(sorted(c for c in set(named) if named.count(c) == 1))
+    return terms, output.replace("...", dots)
 
 
-def _einsum_grad(spec, g, operands, which):
-    """The adjoint of operand ``which`` of ``np.einsum(spec, *operands)``."""
-    problem = _einsum_problem(spec, len(operands))
-    if problem:
-        raise SymdiffError(f"np.einsum({spec!r}, ...): {problem} is not supported; write "
-                           "explicit subscripts, one letter per axis, such as 'ij,jk->ik'")
-    inputs, out = spec.replace(" ", "").split("->")
-    inputs = inputs.split(",")
-    mine = inputs[which]
-    others = [s for i, s in enumerate(inputs) if i != which]
-    there = set(out).union(*others)
-    kept = "".join(c for c in mine if c in there)
-    d = np.einsum(",".join([out] + others) + "->" + kept, g,
-                  *[x for i, x in enumerate(operands) if i != which])
-    # Indices only this operand has were summed away: spread the adjoint over them.
-    shape = [n if c in there else 1 for c, n in zip(mine, np.shape(operands[which]),
-                                                     strict=True)]
-    return np.broadcast_to(np.reshape(d, shape), np.shape(operands[which]))
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_spec(arguments):
+    """The subscripts of np.einsum's sublist form (operand, sublist, ..., [output]) as a
+    string: index k is the k-th letter, Ellipsis is '...'."""
+    def spelled(sublist):
+        return "".join("..." if k is Ellipsis else _LETTERS[k] for k in sublist)
+    count = len(arguments) // 2
+    spec = ",".join(spelled(arguments[2 * i + 1]) for i in range(count))
+    return spec + ("->" + spelled(arguments[-1]) if len(arguments) % 2 else "")
 
 
 def _transpose_grad(g, axes=None):
@@ -758,15 +782,31 @@ def _diag_grad(g, v, k=0):
     return _diagonal_grad(g, v, k)
 
 
-def _cross_grad(g, a, b, which):
-    """The adjoint of ``np.cross(a, b)`` for a (which 0: b x g) or b (1: g x a), of
-    vectors of 3 along the last axis (vectors of 2 make a number: refused)."""
-    if np.shape(a)[-1:] != (3,) or np.shape(b)[-1:] != (3,):
-        raise SymdiffError("np.cross is differentiated only for vectors of 3 along the "
-                           f"last axis, not of shapes {np.shape(a)} and {np.shape(b)}")
-    if which == 0:
-        return _unbroadcast(np.cross(b, g), a)
-    return _unbroadcast(np.cross(g, a), b)
+def _cross_grad(g, a, b, which, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """The adjoint of ``np.cross(a, b, axisa, axisb, axisc, axis)`` for a (which 0: b x g)
+    or b (1: g x a). Vectors of 2 are those of 3 with a zero z component (as NumPy reads
+    them); two of them make the number that z component is."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a3, b3 = (_as_vectors_of_3(v, k) for v, k in ((a, axisa), (b, axisb)))
+    if np.shape(a)[axisa] == 2 and np.shape(b)[axisb] == 2:
+        g3 = np.stack([np.zeros_like(g), np.zeros_like(g), g], axis=-1)
+    else:
+        g3 = np.moveaxis(g, axisc, -1)
+    x, k = (a, axisa) if which == 0 else (b, axisb)
+    d = np.cross(b3, g3) if which == 0 else np.cross(g3, a3)
+    last = np.moveaxis(np.asarray(x), k, -1)
+    d = _unbroadcast(d[..., :last.shape[-1]], last)  # (a vector of 2 drops its z)
+    return np.moveaxis(d, -1, k)
+
+
+def _as_vectors_of_3(v, axis):
+    """``v`` with its vectors (along ``axis``) last, of 3 components: a zero z added to
+    vectors of 2 (np.cross, run first, refuses other lengths)."""
+    v = np.moveaxis(np.asarray(v), axis, -1)
+    if v.shape[-1] == 2:
+        return np.concatenate([v, np.zeros_like(v[..., :1])], axis=-1)
+    return v
 
 
 def _kron_grad(g, a, b, which):

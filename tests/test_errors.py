@@ -230,16 +230,6 @@ CASES = {
         '               ^',
         '  supported instead: compute it outside the function and pass the value in',
     ])),
-    "einsum_sublists": ("""
-        import numpy as np
-        def f(x):
-            return np.einsum(x, [0, 1], [])
-        """, "\n".join([
-        "F:4:22: np.einsum's sublist form, np.einsum(a, [0, 1], ...), is not supported",
-        '        return np.einsum(x, [0, 1], [])',
-        '                         ^',
-        "  supported instead: subscripts in a string, such as 'ij,jk->ik'",
-    ])),
     # Written without dedent: a tab in the source line stays a tab in the caret line.
     "tabs_keep_the_caret_aligned": ("def f(x):\n\ty = x\n\treturn x << y\n",
                                     "F:3:9: operator << is not supported yet\n"

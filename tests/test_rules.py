@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -1493,25 +1494,6 @@ def test_tensordot_pairs_axes_in_the_order_given():
     check_grad(f, (rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 2, 5))), wrt=(0, 1))
 
 
-def test_cross_keywords_are_refused():
-    f = load("import numpy as np\n\n\ndef f(x, y):\n"
-             "    return np.sum(np.cross(x, y, axisa=0))\n", "f")
-    with pytest.raises(SymdiffError) as e:
-        grad(f)(np.ones((3, 2)), np.ones((2, 3)))
-    assert str(e.value).splitlines()[0].endswith(
-        ".py:5:40: np.cross(..., axisa=...) is not supported")
-    assert "supported instead: np.cross(a, b)" in str(e.value)
-
-
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # (NumPy's, for vectors of 2)
-def test_cross_of_vectors_of_two_is_refused():
-    f = load("import numpy as np\n\n\ndef f(x, y):\n    return np.cross(x, y)\n", "f")
-    with pytest.raises(SymdiffError) as e:
-        grad(f)(np.ones(2), np.ones(2))
-    assert ("np.cross is differentiated only for vectors of 3 along the last axis, not of "
-            "shapes (2,) and (2,)") in str(e.value)
-
-
 # --- scans and elementwise rules of issue 13: cumsum, cumprod, diff, nansum, nanmean,
 # mod/remainder/fmod, sinc, real/imag/conj/conjugate ---
 
@@ -1733,3 +1715,111 @@ def test_atleast_1d_of_several_arrays_is_refused_with_its_location():
     assert str(e.value).splitlines()[0].endswith(
         ":5:19: np.atleast_1d takes at most 1 arguments here")
     assert "supported instead: np.atleast_1d(a)" in str(e.value)
+
+
+# --- NumPy rules of issue 13 (items 2 and 3): np.cross with its axis keywords and vectors
+# of 2, np.einsum (ellipsis, implicit output, diagonals, sublists), np.linalg.norm of every
+# order, np.gradient, take, take_along_axis, pad, sort, partition, average, the stacking
+# aliases, append, rot90, select, nan_to_num, real_if_close, angle ---
+
+RNG_NP = np.random.default_rng(1313)
+
+
+def _weighted(call, *shapes, wrt=None, rng=RNG_NP):
+    """sum(w * call) over operands x0, x1, ... of ``shapes`` (random weights w, so that each
+    entry's adjoint is checked), against central differences."""
+    args = [rng.standard_normal(s) for s in shapes]
+    names = [f"x{i}" for i in range(len(shapes))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        out = eval(call, {"np": np, **dict(zip(names, args, strict=True))})  # noqa: S307
+    w = rng.standard_normal(np.shape(out))
+    f = load(f"import numpy as np\n\n\ndef f({', '.join(names)}, w):\n"
+             f"    return np.sum(w * {call})\n", "f")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return check_grad(f, [*args, w], tuple(range(len(shapes))) if wrt is None else wrt)
+
+
+CROSS_CASES = [(f"np.cross(x0, x1, axisa={a}, axisb={b}, axisc={c}, axis={ax})", s, t)
+               for a, b, c, ax, s, t in [
+                   (-1, -1, -1, None, (3, 3), (3, 3)), (0, 1, 0, None, (3, 4), (4, 3)),
+                   (0, 0, 1, None, (3, 4), (3, 1)), (1, -1, 0, 0, (3, 4), (3, 4)),
+                   (-1, -1, -1, 1, (4, 3), (1, 3)), (-1, 0, -1, None, (2,), (2, 5)),
+                   (-1, -1, -1, None, (2,), (3,)), (-1, -1, 0, None, (4, 3), (2,)),
+                   (0, -1, -1, None, (2, 4), (4, 2))]]
+
+
+@pytest.mark.parametrize(("call", "sa", "sb"), CROSS_CASES, ids=[c[0] for c in CROSS_CASES])
+def test_cross_with_axis_keywords_and_vectors_of_two(call, sa, sb):
+    _weighted(call, sa, sb)
+
+
+def test_cross_keywords_by_position_and_float32():
+    f = load("import numpy as np\n\n\ndef f(x, y):\n"
+             "    return np.sum(np.cross(x, y, 0, 0, 0) ** 2)\n", "f")
+    x, y = RNG_NP.standard_normal((3, 4)), RNG_NP.standard_normal((3, 4))
+    check_grad(f, [x, y], (0, 1))
+    g = grad(f, wrt=(0, 1))(x.astype(np.float32), np.arange(12).reshape(3, 4))
+    assert g[0].dtype == np.float32 and g[1].dtype == np.float64
+
+
+def test_cross_of_vectors_of_four_is_refused_as_numpy_refuses_them():
+    f = load("import numpy as np\n\n\ndef f(x, y):\n    return np.sum(np.cross(x, y))\n", "f")
+    with pytest.raises(ValueError, match="incompatible dimensions for cross product"):
+        grad(f)(np.ones(4), np.ones(4))
+
+
+EINSUM_CASES = [
+    ("...ij,...jk->...ik", (2, 3), (3, 4)), ("...ij,...jk->...ik", (2, 2, 3), (1, 3, 4)),
+    ("...ij,...jk->...ik", (0, 2, 3), (0, 3, 4)), ("jk...,lj...->lk...", (3, 2), (2, 3, 4)),
+    ("j...k,lj...->lk...", (2, 2, 2), (2, 2, 2)), ("...k,...nk->...", (3, 5), (3, 10, 5)),
+    ("...,...->...", (3,), (2, 3)), ("ijk,lji->lki", (3, 4, 4), (4, 4, 3)),
+    ("ijk,lji,lli->lki", (3, 4, 4), (4, 4, 3), (4, 4, 3)), ("k,nk->", (5,), (10, 5)),
+    ("abcd->bd", (3, 2, 3, 2)), ("ij,k", (3, 4), (3,)), ("ij,jk", (3, 4), (4, 2)),
+    ("Ba,ab", (2, 3), (3, 4)), ("ii->i", (3, 3)), ("ii", (3, 3)), ("iij->ji", (3, 3, 2)),
+    ("i,i->i", (1,), (3,)), ("ij->ji", (1, 1)),
+]
+
+
+@pytest.mark.parametrize(("spec", "shapes"), [(c[0], c[1:]) for c in EINSUM_CASES],
+                         ids=[c[0] for c in EINSUM_CASES])
+def test_einsum_ellipsis_implicit_output_and_diagonals(spec, shapes):
+    names = ", ".join(f"x{i}" for i in range(len(shapes)))
+    _weighted(f"np.einsum({spec!r}, {names})", *shapes)
+
+
+def test_einsum_subscripts_given_as_an_argument():
+    """The subscripts a parameter (not differentiated): as autograd's tests call it."""
+    f = load("import numpy as np\n\n\ndef f(s, x, y):\n"
+             "    return np.sum(np.sin(np.einsum(s, x, y)))\n", "f")
+    check_grad(f, ["...ij,...jk->...ik", RNG_NP.standard_normal((2, 2, 3)),
+                   RNG_NP.standard_normal((3, 4))], (1, 2))
+
+
+def test_einsum_sublist_form():
+    m = load("""
+        import numpy as np
+
+
+        def literal(a, b):
+            return np.sum(np.einsum(a, [0, 1], b, [1, 2], [0, 2]) ** 2)
+
+
+        def given(a, s, b, t):
+            return np.sum(np.einsum(a, s, b, t) ** 2)
+        """)
+    a, b = RNG_NP.standard_normal((2, 3)), RNG_NP.standard_normal((3, 4))
+    check_grad(m.literal, [a, b], (0, 1))
+    check_grad(m.given, [a, (0, 1), b, (1, 2)], (0, 2))
+    check_grad(m.given, [RNG_NP.standard_normal((3, 3)), (0, 0), b, (0, 1)], (0, 2))
+    check_grad(m.given, [RNG_NP.standard_normal((2, 2, 3)), (Ellipsis, 0, 1), b,
+                         (Ellipsis, 1, 2)], (0, 2))
+
+
+def test_einsum_diagonal_keeps_float32():
+    f = load("import numpy as np\n\n\ndef f(x):\n    return np.einsum('ii', x) ** 2\n", "f")
+    g = grad(f)(np.arange(9, dtype=np.float32).reshape(3, 3))
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(g, np.diag([24.0] * 3))
+    np.testing.assert_array_equal(grad(f)(np.arange(9).reshape(3, 3)), np.diag([24.0] * 3))
