@@ -260,12 +260,6 @@ class Operations:
         is known already: a literal norm order, np.dot of a stack of known ndim. The rule
         itself is asked (on small stand-in arrays), so that this follows what it supports."""
         name = row.names[0]
-        if name == "np.linalg.norm" and "ord" in statics and "axis" not in statics:
-            order = _literal(statics["ord"])
-            if order is not _UNKNOWN and all(_refuses(runtime._norm_grad, 1.0, np.ones(shape),
-                                                       1.0, order) for shape in ((2,), (2, 2))):
-                self.fail(node, f"{name} with ord={order!r} is not supported",
-                          "np.linalg.norm with ord=None, 2 (vectors) or 'fro' (matrices)")
         if name == "np.dot" and len(operands) == 2:
             ndims = [self.ndims.get(n, 1) for _, n, _ in operands]  # unknown: try 1
             if max(ndims) > 2:

@@ -474,7 +474,8 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
     A(("np.linalg.norm",), ("x", "ord", "axis", "keepdims"),
       {"x": "_norm_grad({g}, {x}, {out}, {ord}, {axis}, {keepdims})"},
       {"ord": "None", "axis": "None", "keepdims": "False"},
-      note="2-norm of vectors and Frobenius norm (ord None, 2 or 'fro'); other orders refused"),
+      note="every order NumPy takes; 2, -2 and 'nuc' of matrices refused where not "
+      "differentiable (a repeated or zero singular value)"),
     A(("np.matmul",), ("a", "b"), {"a": "_matmul_grad({g}, {a}, {b}, 0)",
                                    "b": "_matmul_grad({g}, {a}, {b}, 1)"},
       note="also the @ operator; 1-D, 2-D and batched", by_ndim=_MATMUL),

@@ -541,16 +541,76 @@ def _trace_grad(g, a, offset=0, axis1=0, axis2=1):
 
 
 def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
-    """The adjoint of ``np.linalg.norm(x, ord, axis)`` for the 2-norm and Frobenius norm."""
-    matrix = np.ndim(x) == 2 and axis is None or isinstance(axis, tuple) and len(axis) == 2
-    if not (ord is None or ord == "fro" and matrix or ord == 2 and not matrix):
-        of = "a matrix (the spectral norm)" if matrix and ord == 2 else \
-            f"{'a matrix' if matrix else 'a vector'}"
-        raise SymdiffError(f"symdiff differentiates np.linalg.norm for ord=None, 2 (vectors) "
-                           f"and 'fro' (matrices), not ord={ord!r} of {of}")
+    """The adjoint of ``np.linalg.norm(x, ord, axis, keepdims)``, of every order NumPy
+    takes: of vectors (along ``axis``, or of a 1-D x) and of matrices (over a pair of
+    axes, or of a 2-D x with an order given). Entries where the norm has a kink get the
+    subgradient our max rule gives (0 at 0 for orders above 1; ties share equally)."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "fc":
+        x = x.astype(np.float64)
+    if axis is None:
+        axes = tuple(range(x.ndim)) if ord is None or x.ndim != 2 else (0, 1)
+    else:
+        axes = tuple(a % x.ndim for a in ((axis,) if np.ndim(axis) == 0 else axis))
+    # g and out with the reduced axes kept (as ones), to broadcast against x
+    kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    g, out = np.reshape(g, kept), np.reshape(out, kept)
+    if ord is None or ord == "fro" or ord == 2 and len(axes) == 1:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = g / out * x
+        return np.where(x == 0, 0.0, share)  # at 0, the subgradient 0 (as JAX)
+    if len(axes) == 1:
+        return _vector_norm_grad(g, x, out, ord, axes[0])
+    return _matrix_norm_grad(g, x, out, ord, axes)
+
+
+def _vector_norm_grad(g, x, out, p, axis):
+    """The adjoint of the vector norm of order ``p`` (0, 1, inf, -inf or any number):
+    sign(x) |x|^(p-1) / out^(p-1)."""
+    sign = np.sign(x)
+    if p == 0:  # the count of entries that are not 0: piecewise constant
+        return np.zeros_like(x)
+    if p == 1:
+        return g * sign
+    if p in (np.inf, -np.inf):  # max or min of |x|: ties share, as np.max's rule
+        hit = np.abs(x) == out
+        return g * sign * hit / np.sum(hit, axis=axis, keepdims=True)
+    if p < 1 and np.any(x == 0):
+        raise SymdiffError(f"np.linalg.norm(x, ord={p!r}) has no derivative where an entry of "
+                           "x is 0 (an order below 1 has an infinite slope there)")
     with np.errstate(invalid="ignore", divide="ignore"):
-        share = _unreduce(g / out, x, axis, keepdims) * x
-    return np.where(np.asarray(x) == 0, 0.0, share)  # at 0, the subgradient 0 (as JAX)
+        share = g * sign * (np.abs(x) / out) ** (p - 1)
+    return np.where(x == 0, 0.0, share)
+
+
+def _matrix_norm_grad(g, x, out, ord, axes):
+    """The adjoint of the matrix norm of order ``ord`` over ``axes`` (rows, columns): 1 and
+    -1 the largest or smallest column sum of |x|, inf and -inf the row sums (ties share);
+    2, -2 the largest or smallest singular value (u v^T of its singular vectors), 'nuc'
+    their sum (U V^T), refused where that singular value is repeated or 0."""
+    rows, columns = axes
+    if ord in (1, -1, np.inf, -np.inf):
+        summed, over = (rows, columns) if ord in (1, -1) else (columns, rows)
+        sums = np.sum(np.abs(x), axis=summed, keepdims=True)
+        hit = sums == out
+        return g * hit / np.sum(hit, axis=over, keepdims=True) * np.sign(x)
+    u, s, vt = np.linalg.svd(np.moveaxis(x, axes, (-2, -1)), full_matrices=False)
+    tol = max(x.shape[rows], x.shape[columns]) * np.finfo(s.dtype).eps * s[..., :1]
+    if ord == "nuc":
+        if np.any(s[..., -1:] <= tol):
+            raise SymdiffError("np.linalg.norm(x, ord='nuc') has no derivative where x does "
+                               "not have full rank (a singular value is 0)")
+        d = u @ vt
+    else:
+        k = 0 if ord == 2 else s.shape[-1] - 1
+        gap = np.diff(s, axis=-1)[..., :1] if ord == 2 else np.diff(s, axis=-1)[..., -1:]
+        if np.any(np.abs(gap) <= tol) or ord == -2 and np.any(s[..., -1:] <= tol):
+            which = "largest" if ord == 2 else "smallest"
+            raise SymdiffError(f"np.linalg.norm(x, ord={ord!r}) has no derivative where the "
+                               f"{which} singular value of x is repeated"
+                               + (" or 0" if ord == -2 else ""))
+        d = u[..., :, k:k + 1] @ vt[..., k:k + 1, :]
+    return g * np.moveaxis(d, (-2, -1), axes)
 
 
 def _scatter(g, x, index):

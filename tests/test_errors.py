@@ -326,19 +326,6 @@ def test_print_and_logging_run_in_the_forward_sweep(capsys):
     np.testing.assert_allclose(g, np.sin(x) + x * np.cos(x))
 
 
-def test_an_unsupported_norm_order_is_refused_when_building():
-    text = error_text("""
-        import numpy as np
-        def f(x):
-            return np.linalg.norm(x, ord=1)
-        """)
-    assert text == "\n".join([
-        "F:4:12: np.linalg.norm with ord=1 is not supported",
-        "        return np.linalg.norm(x, ord=1)",
-        "               ^",
-        "  supported instead: np.linalg.norm with ord=None, 2 (vectors) or 'fro' (matrices)"])
-
-
 def test_np_dot_of_a_stack_of_known_dimensions_is_refused_when_building():
     text = error_text("""
         import numpy as np

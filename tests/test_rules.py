@@ -1823,3 +1823,68 @@ def test_einsum_diagonal_keeps_float32():
     assert g.dtype == np.float32
     np.testing.assert_array_equal(g, np.diag([24.0] * 3))
     np.testing.assert_array_equal(grad(f)(np.arange(9).reshape(3, 3)), np.diag([24.0] * 3))
+
+
+NORM_VECTOR_ORDERS = [None, 1, 2, 3, 0.5, -1.5, np.inf, -np.inf, 0]
+NORM_MATRIX_ORDERS = [None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf]
+NORM_CASES = [(o, s, ax, kd) for kd in (False, True) for o in NORM_VECTOR_ORDERS
+              for s, ax in [((5,), None), ((3, 4), 0), ((2, 3, 4), -1)]] + \
+             [(o, s, ax, kd) for kd in (False, True) for o in NORM_MATRIX_ORDERS
+              for s, ax in [((3, 4), None), ((4, 3), (1, 0)), ((2, 3, 4), (0, 2))]]
+
+
+@pytest.mark.parametrize(("order", "shape", "axis", "keepdims"), NORM_CASES,
+                         ids=[str(c) for c in NORM_CASES])
+def test_norm_of_every_order_axis_and_keepdims(order, shape, axis, keepdims):
+    _weighted(f"np.linalg.norm(x0, {order!r}, {axis!r}, {keepdims})".replace("inf", "np.inf"),
+              shape)
+
+
+@pytest.mark.parametrize(("order", "x", "expected"), [
+    (np.inf, [1.0, -3.0, 3.0, 2.0], [0.0, -0.5, 0.5, 0.0]),  # ties share, as np.max
+    (-np.inf, [1.0, -1.0, 3.0], [0.5, -0.5, 0.0]),
+    (1, [0.0, -2.0], [0.0, -1.0]), (3, [0.0, 0.0], [0.0, 0.0]), (0, [0.0, 2.0], [0.0, 0.0]),
+    (np.inf, [0.0, 0.0], [0.0, 0.0]),
+])
+def test_norm_at_its_kinks(order, x, expected):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, {order!r})\n"
+             .replace("inf", "np.inf"), "f")
+    np.testing.assert_array_equal(grad(f)(np.array(x)), expected)
+
+
+def test_matrix_norm_one_and_inf_split_tied_columns_and_rows():
+    x = np.array([[1.0, -2.0], [2.0, 1.0]])  # column sums 3, 3; row sums 3, 3
+    for order in (1, np.inf):
+        f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, {order})\n"
+                 .replace("inf", "np.inf"), "f")
+        np.testing.assert_array_equal(grad(f)(x), np.sign(x) / 2)
+
+
+@pytest.mark.parametrize(("order", "x", "message"), [
+    (2, np.eye(2), "ord=2) has no derivative where the largest singular value of x is "
+     "repeated"),
+    (-2, np.diag([2.0, 2.0, 3.0]), "ord=-2) has no derivative where the smallest singular "
+     "value of x is repeated or 0"),
+    (-2, np.diag([0.0, 2.0]), "the smallest singular value of x is repeated or 0"),
+    ("nuc", np.ones((2, 2)), "ord='nuc') has no derivative where x does not have full rank "
+     "(a singular value is 0)"),
+    (0.5, np.array([0.0, 1.0]), "ord=0.5) has no derivative where an entry of x is 0 (an "
+     "order below 1 has an infinite slope there)"),
+])
+def test_norm_where_it_has_no_derivative_is_refused_at_the_call(order, x, message):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, {order!r})\n",
+             "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(x)
+    assert str(e.value).splitlines()[0].endswith(":5:5: np.linalg.norm(x, " + message)
+
+
+@pytest.mark.parametrize("order", [1, np.inf, 3, "nuc", 2, -2, "fro"])
+def test_norm_keeps_float32_and_gives_float_for_int(order):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, {order!r})\n"
+             .replace("inf", "np.inf"), "f")
+    x = np.array([[3.0, 1.0], [0.5, 2.0]])
+    g = grad(f)(x.astype(np.float32))
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, check_grad(f, [x])[0], rtol=1e-4)
+    assert grad(f)(np.array([[3, 1], [1, 2]])).dtype == np.float64
