@@ -1865,7 +1865,8 @@ def test_matrix_norm_one_and_inf_split_tied_columns_and_rows():
      "repeated"),
     (-2, np.diag([2.0, 2.0, 3.0]), "ord=-2) has no derivative where the smallest singular "
      "value of x is repeated or 0"),
-    (-2, np.diag([0.0, 2.0]), "the smallest singular value of x is repeated or 0"),
+    (-2, np.diag([0.0, 2.0]), "ord=-2) has no derivative where the smallest singular value "
+     "of x is repeated or 0"),
     ("nuc", np.ones((2, 2)), "ord='nuc') has no derivative where x does not have full rank "
      "(a singular value is 0)"),
     (0.5, np.array([0.0, 1.0]), "ord=0.5) has no derivative where an entry of x is 0 (an "
