@@ -1880,12 +1880,16 @@ def test_norm_where_it_has_no_derivative_is_refused_at_the_call(order, x, messag
     assert str(e.value).splitlines()[0].endswith(":5:5: np.linalg.norm(x, " + message)
 
 
-@pytest.mark.parametrize("order", [1, np.inf, 3, "nuc", 2, -2, "fro"])
-def test_norm_keeps_float32_and_gives_float_for_int(order):
+@pytest.mark.parametrize(("order", "matrix"), [(1, True), (np.inf, True), (3, False),
+                                               (-np.inf, False), ("nuc", True), (2, True),
+                                               (-2, True), ("fro", True)])
+def test_norm_keeps_float32_and_gives_float_for_int(order, matrix):
     f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, {order!r})\n"
              .replace("inf", "np.inf"), "f")
     x = np.array([[3.0, 1.0], [0.5, 2.0]])
+    if not matrix:
+        x = x.ravel()
     g = grad(f)(x.astype(np.float32))
     assert g.dtype == np.float32
     np.testing.assert_allclose(g, check_grad(f, [x])[0], rtol=1e-4)
-    assert grad(f)(np.array([[3, 1], [1, 2]])).dtype == np.float64
+    assert grad(f)((x * 2).astype(int)).dtype == np.float64
