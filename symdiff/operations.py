@@ -239,7 +239,9 @@ class Operations:
             operands += [(p, n, i) for i, n in enumerate(names)]
             codes[p] = ast.List([ast.Name(n, ast.Load()) for n in names], ast.Load())
         elif row.vjp.get(p):
-            v = self._expr(a)
+            # (a list or tuple of constants, np.pad's constant_values=(1.0, 2.0): run as is)
+            v = self._constant(a) if isinstance(a, (ast.List, ast.Tuple)) and not any(
+                n in self.active for n in names_in(self._constant_code(a))) else self._expr(a)
             n = self._operand(v, a)
             if isinstance(v.value, np.ndarray):  # a module-level array: its ndim is known
                 self.ndims[n] = v.value.ndim
@@ -343,7 +345,7 @@ def _reference(node, namespace):
 _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "np.transpose",
           "np.broadcast_to", "np.flip", "np.einsum", "np.diagonal", "np.diag", "np.moveaxis",
           "np.swapaxes", "np.rollaxis", "np.atleast_1d", "np.atleast_2d", "np.atleast_3d",
-          "np.flipud", "np.fliplr"}
+          "np.flipud", "np.fliplr", "np.rot90"}
 
 
 _UNKNOWN = NOT_LITERAL

@@ -424,6 +424,12 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     E(("np.rad2deg", "np.degrees", "math.degrees"), ("x",), lambda x: x * 180 / sp.pi),
     E(("float",), ("x",), lambda x: x, note="identity"),
 )
+# NumPy rules of issue 13 for real values: np.real_if_close is the identity, np.angle 0 or pi.
+ELEMENTWISE += (
+    E(("np.real_if_close",), ("x", "tol"), lambda x, tol=None: x, optional=1,
+      note="of real values: identity"),
+    E(("np.angle",), ("x",), _zero_derivative("Angle"), note="of real values: derivative 0"),
+)
 
 A = ArrayOp
 _RED = {"axis": "None", "keepdims": "False"}
@@ -555,7 +561,7 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
       sequence="arrays"),
     A(("np.hstack",), ("tup",), {"tup": "_part({g}, {tup}, {i}, None, 'hstack')"},
       sequence="tup"),
-    A(("np.vstack",), ("tup",), {"tup": "_part({g}, {tup}, {i}, None, 'vstack')"},
+    A(("np.vstack", "np.row_stack"), ("tup",), {"tup": "_part({g}, {tup}, {i}, None, 'vstack')"},
       sequence="tup"),
     # Constructors whose entries are numbers from the arguments (NO_GRADIENT has the rest).
     A(("np.full",), ("shape", "fill_value", "dtype"),
@@ -579,6 +585,58 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
       {"x": "_unbroadcast({np}.where({condition}, {g}, 0.0), {x})",
        "y": "_unbroadcast({np}.where({condition}, 0.0, {g}), {y})"},
       note="the gradient flows to the branch chosen"),
+)
+
+# NumPy rules of issue 13: np.gradient, take, take_along_axis, pad, sort, partition,
+# average, column_stack, dstack, append, rot90, select, nan_to_num.
+ARRAY_OPS += (
+    A(("np.gradient",), ("f", "spacing", "axis", "edge_order"),
+      {"f": "_gradient_grad({g}, {f}, {out}, {spacing}, {axis}, {edge_order})"},
+      {"spacing": "1.0", "axis": "None", "edge_order": "1"}, positional=2,
+      note="a uniform spacing (one number); edge_order 1 or 2; axis="),
+    A(("np.take",), ("a", "indices", "axis", "mode"),
+      {"a": "_take_grad({g}, {a}, {indices}, {axis}, {mode})", "indices": ""},
+      {"axis": "None", "mode": "'raise'"}, method="take",
+      note="repeated indices accumulate; mode 'raise', 'wrap', 'clip'"),
+    A(("np.take_along_axis",), ("arr", "indices", "axis"),
+      {"arr": "_take_along_axis_grad({g}, {arr}, {indices}, {axis})", "indices": ""},
+      {"axis": "-1"}),
+    A(("np.pad",), ("array", "pad_width", "mode", "constant_values"),
+      {"array": "_pad_grad({g}, {array}, {pad_width}, {mode})",
+       "constant_values": "_pad_constant_grad({g}, {array}, {pad_width}, {constant_values})"},
+      {"mode": "'constant'", "constant_values": "0"},
+      note="modes constant, edge, reflect, symmetric, wrap; pad widths in every form"),
+    A(("np.sort",), ("a", "axis"), {"a": "_sort_grad({g}, {a}, {axis})"}, {"axis": "-1"},
+      positional=2, note="ties: the order NumPy's stable sort gives them"),
+    A(("np.partition",), ("a", "kth", "axis"),
+      {"a": "_partition_grad({g}, {a}, {out}, {kth}, {axis})", "kth": ""}, {"axis": "-1"},
+      positional=3),
+    A(("np.average",), ("a", "axis", "weights", "keepdims"),
+      {"a": "_average_grad({g}, {a}, {out}, {axis}, {weights}, {keepdims}, 0)",
+       "weights": "_average_grad({g}, {a}, {out}, {axis}, {weights}, {keepdims}, 1)"},
+      {"axis": "None", "weights": "None", "keepdims": "False"}, positional=3,
+      note="weights differentiated too; returned= refused"),
+    A(("np.column_stack",), ("tup",), {"tup": "_joined_part({g}, {tup}, {i}, 'column')"},
+      sequence="tup"),
+    A(("np.dstack",), ("tup",), {"tup": "_joined_part({g}, {tup}, {i}, 'depth')"},
+      sequence="tup"),
+    A(("np.append",), ("arr", "values", "axis"),
+      {"arr": "_append_grad({g}, {arr}, {values}, {axis}, 0)",
+       "values": "_append_grad({g}, {arr}, {values}, {axis}, 1)"}, {"axis": "None"}),
+    A(("np.rot90",), ("m", "k", "axes"), {"m": "{np}.rot90({g}, -({k}), {axes})"},
+      {"k": "1", "axes": "(0, 1)"}),
+    A(("np.select",), ("condlist", "choicelist", "default"),
+      {"choicelist": "_select_grad({g}, {condlist}, {choicelist}, {i})",
+       "default": "_select_grad({g}, {condlist}, {choicelist}, None, {default})"},
+      {"default": "0"}, sequence="choicelist",
+      note="the gradient flows to the choice taken (the first condition that holds)"),
+    A(("np.nan_to_num",), ("x", "nan", "posinf", "neginf"),
+      {"x": "{np}.where({np}.isfinite({x}), {g}, 0.0)",
+       "nan": "_replaced_grad({g}, {x}, 'nan', {nan})",
+       "posinf": "_replaced_grad({g}, {x}, 'posinf', {posinf})",
+       "neginf": "_replaced_grad({g}, {x}, 'neginf', {neginf})"},
+      {"nan": "0.0", "posinf": "None", "neginf": "None"}, positional=1,
+      note="1 where finite, 0 where replaced; copy= refused"),
 )
 
 A_LSE = A(("scipy.special.logsumexp",), ("a", "axis", "keepdims"),

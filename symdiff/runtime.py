@@ -615,6 +615,8 @@ def _matrix_norm_grad(g, x, out, ord, axes):
 
 def _scatter(g, x, index):
     """The adjoint of ``x[index]``: ``g`` placed at ``index`` in zeros; repeats accumulate."""
+    if type(x) is tuple:  # (np.gradient's arrays, one per axis: their adjoints stacked)
+        x = np.asarray(x)
     dtype = np.result_type(x, g, np.float64)
     if type(g) is np.ndarray and g.dtype == dtype and _whole(index) and \
             [n for n in g.shape if n != 1] == [n for n in np.shape(x) if n != 1]:
@@ -993,3 +995,217 @@ def _unrepeat(g, x, repeats, axis=None):
     # reduceat gives entry g[start] for an empty group: those copies do not exist
     empty = np.reshape(counts == 0, (-1,) + (1,) * (g.ndim - axis - 1))
     return np.reshape(np.where(empty, 0.0, sums).astype(g.dtype, copy=False), shape)
+
+
+# --- helpers of the NumPy rules of issue 13: gradient, take, pad, sort, average, ... ---
+
+
+def _gradient_grad(g, f, out, spacing=1.0, axis=None, edge_order=1):
+    """The adjoint of ``np.gradient(f, spacing, axis=axis, edge_order=edge_order)``: on each
+    axis the transpose of its difference stencil (central inside; one-sided of first or
+    second order at the ends), over a uniform spacing. Of several axes, np.gradient gives
+    one array per axis: ``g`` holds their adjoints in that order."""
+    if np.ndim(spacing) != 0:
+        raise SymdiffError("np.gradient is differentiated with a uniform spacing (a number), "
+                           "not with coordinates (an array)")
+    ndim = np.ndim(f)
+    axes = tuple(range(ndim)) if axis is None else \
+        tuple(a % ndim for a in ((axis,) if np.ndim(axis) == 0 else axis))
+    parts = [g] if not isinstance(out, (list, tuple)) else list(g)
+    total = np.zeros(np.shape(f), np.result_type(*parts, 0.0))
+    for part, a in zip(parts, axes, strict=True):
+        total += np.moveaxis(_stencil_transposed(np.moveaxis(np.asarray(part), a, 0),
+                                                 spacing, edge_order), 0, a)
+    return total
+
+
+def _stencil_transposed(g, h, edge_order):
+    """The transpose of np.gradient's stencil along the first axis, applied to ``g``."""
+    d = np.zeros(g.shape, np.result_type(g, 0.0))
+    inner = g[1:-1] / (2.0 * h)
+    d[2:] += inner
+    d[:-2] -= inner
+    if edge_order == 1:
+        d[1] += g[0] / h
+        d[0] -= g[0] / h
+        d[-1] += g[-1] / h
+        d[-2] -= g[-1] / h
+    else:  # (-3 f0 + 4 f1 - f2) / 2h, and its mirror (3 fn - 4 fn-1 + fn-2) / 2h
+        for k, c in enumerate((-3.0, 4.0, -1.0)):
+            d[k] += c * g[0] / (2.0 * h)
+            d[-1 - k] -= c * g[-1] / (2.0 * h)
+    return d
+
+
+def _take_grad(g, a, indices, axis=None, mode="raise"):
+    """The adjoint of ``np.take(a, indices, axis, mode=mode)``: g added at the entries
+    taken (repeats accumulate); 'wrap' and 'clip' indices as NumPy maps them."""
+    n = np.size(a) if axis is None else np.shape(a)[axis]
+    indices = np.asarray(indices).astype(np.intp, copy=False)  # ([] is a float array)
+    if mode == "wrap":
+        indices = indices % n
+    elif mode == "clip":
+        indices = np.clip(indices, 0, n - 1)
+    if axis is None:
+        return np.reshape(_scatter(g, np.ravel(a), (indices,)), np.shape(a))
+    axis = axis % np.ndim(a)
+    return _scatter(g, a, (slice(None),) * axis + (indices,))
+
+
+def _take_along_axis_grad(g, arr, indices, axis=-1):
+    """The adjoint of ``np.take_along_axis(arr, indices, axis)``: g added at the entries
+    taken (repeats accumulate); axis None reads arr flattened."""
+    if axis is None:
+        return np.reshape(_scatter(g, np.ravel(arr), (np.asarray(indices),)), np.shape(arr))
+    return _scatter(g, arr, _along_axis(np.shape(arr), indices, axis))
+
+
+def _along_axis(shape, indices, axis):
+    """The index tuple that np.take_along_axis reads ``indices`` as: along ``axis``, the
+    indices; along the others, every position (broadcast against the indices)."""
+    ndim = len(shape)
+    axis = axis % ndim
+    index = []
+    for d in range(ndim):
+        if d == axis:
+            index.append(np.asarray(indices))
+        else:
+            index.append(np.reshape(np.arange(shape[d]), [-1 if k == d else 1
+                                                          for k in range(ndim)]))
+    return tuple(index)
+
+
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+
+
+def _pad_grad(g, array, pad_width, mode="constant"):
+    """The adjoint of ``np.pad(array, pad_width, mode)``: every entry of the padded array
+    is a copy of one entry of ``array`` (or a constant), so each entry's adjoint is the sum
+    of g over its copies. Which entry each is, np.pad itself says: of the entries' numbers."""
+    if mode not in _PAD_MODES:
+        raise SymdiffError(f"np.pad with mode={mode!r} is not supported; the modes "
+                           "differentiated are " + ", ".join(map(repr, _PAD_MODES)))
+    size = np.size(array)
+    numbers = np.reshape(np.arange(size), np.shape(array))
+    if mode == "constant":
+        where = np.pad(numbers, pad_width, constant_values=-1)
+    else:
+        where = np.pad(numbers, pad_width, mode=mode)
+    where, g = np.ravel(where), np.ravel(g)
+    copy = where >= 0
+    sums = np.bincount(where[copy], weights=g[copy], minlength=size)
+    return np.reshape(sums.astype(np.result_type(g, 0.0), copy=False), np.shape(array))
+
+
+def _sort_grad(g, a, axis=-1):
+    """The adjoint of ``np.sort(a, axis)``: g sent back through the permutation that sorts
+    a (NumPy's stable sort's: tied entries keep their order); axis None: a flattened."""
+    if axis is None:
+        order = np.argsort(np.ravel(a), kind="stable")
+        d = np.zeros(np.size(a), np.result_type(g, 0.0))
+        d[order] = g
+        return np.reshape(d, np.shape(a))
+    order = np.argsort(a, axis=axis, kind="stable")
+    d = np.zeros(np.shape(a), np.result_type(g, 0.0))
+    np.put_along_axis(d, order, g, axis=axis)
+    return d
+
+
+def _partition_grad(g, a, out, kth, axis=-1):
+    """The adjoint of ``np.partition(a, kth, axis)``: g sent back through the permutation
+    np.argpartition gives (the same selection as np.partition's), checked against out."""
+    flat = axis is None
+    if flat:
+        a, axis = np.ravel(a), 0
+    order = np.argpartition(a, kth, axis=axis)
+    if not np.array_equal(np.take_along_axis(np.asarray(a), order, axis), out):
+        raise SymdiffError("np.partition put its entries in an order np.argpartition does "
+                           "not reproduce; use np.sort")
+    d = np.zeros(np.shape(a), np.result_type(g, 0.0))
+    np.put_along_axis(d, order, g, axis=axis)
+    return d
+
+
+def _average_grad(g, a, out, axis, weights, keepdims, which):
+    """The adjoint of ``np.average(a, axis, weights, keepdims=keepdims)`` for a (which 0)
+    or the weights (1): out = sum(w a) / sum(w); weights of one axis are laid along
+    ``axis``."""
+    a = np.asarray(a)
+    if weights is None:
+        w = np.ones(a.shape)
+    elif np.shape(weights) == a.shape:
+        w = np.asarray(weights)
+    else:
+        w = np.reshape(weights, [-1 if d == axis % a.ndim else 1 for d in range(a.ndim)])
+    w = np.broadcast_to(w, a.shape)
+    total = np.sum(w, axis=axis, keepdims=True)
+    gk = _unreduce(g, a, axis, keepdims)
+    if which == 0:
+        return gk * w / total
+    d = gk * (a - _unreduce(out, a, axis, keepdims)) / total
+    if np.shape(weights) == a.shape:
+        return d
+    return np.reshape(np.sum(d, axis=tuple(k for k in range(a.ndim) if k != axis % a.ndim)),
+                      np.shape(weights))
+
+
+def _joined_part(g, arrays, i, how):
+    """The adjoint of ``arrays[i]`` in np.column_stack(arrays) (how 'column': 1-D items as
+    columns, joined on axis 1) or np.dstack(arrays) ('depth': at least 3-D, on axis 2)."""
+    def joined(v):
+        if how == "column":
+            return np.reshape(v, (-1, 1)) if np.ndim(v) < 2 else v
+        return np.atleast_3d(v)
+    axis = 1 if how == "column" else 2
+    sizes = [np.shape(joined(np.asarray(v)))[axis] for v in arrays]
+    start = sum(sizes[:i])
+    part = np.take(g, np.arange(start, start + sizes[i]), axis=axis)
+    return np.reshape(part, np.shape(arrays[i]))
+
+
+def _append_grad(g, arr, values, axis, which):
+    """The adjoint of ``arr`` (which 0) or ``values`` (1) in np.append(arr, values, axis):
+    its part of g; with axis None both were flattened."""
+    x = arr if which == 0 else values
+    if axis is None:
+        n = np.size(arr)
+        part = np.ravel(g)[:n] if which == 0 else np.ravel(g)[n:]
+        return np.reshape(part, np.shape(x))
+    n = np.shape(arr)[axis]
+    m = np.shape(g)[axis]
+    taken = np.arange(n) if which == 0 else np.arange(n, m)
+    return np.reshape(np.take(g, taken, axis=axis), np.shape(x))
+
+
+def _select_grad(g, condlist, choices, i, default=None):
+    """The adjoint of ``choices[i]`` in np.select(condlist, choices, default) (i None: of
+    the default): g where it was chosen (its condition the first that holds), else 0."""
+    taken = np.zeros(np.shape(g), bool)
+    for k, condition in enumerate(condlist):
+        if k == i:
+            return _unbroadcast(np.where(condition & ~taken, g, 0.0), choices[i])
+        taken = taken | condition
+    return _unbroadcast(np.where(taken, 0.0, g), default)
+
+
+def _pad_constant_grad(g, array, pad_width, constant_values):
+    """The adjoint of np.pad's ``constant_values`` (a number, or per axis and side as NumPy
+    reads them): the sum of g over the entries each value fills (later axes fill the
+    corners)."""
+    ndim = np.ndim(array)
+    zeros = np.zeros(np.shape(array))
+    d = np.zeros((ndim, 2))
+    for axis in range(ndim):
+        for side in range(2):
+            one = np.zeros((ndim, 2))
+            one[axis, side] = 1.0
+            d[axis, side] = np.sum(g * np.pad(zeros, pad_width, constant_values=one))
+    return _unbroadcast(d, constant_values)
+
+
+def _replaced_grad(g, x, which, value):
+    """The adjoint of np.nan_to_num's ``nan``, ``posinf`` or ``neginf`` (``which``): the
+    sum of g over the entries of x it replaced."""
+    x = np.asarray(x)
+    test = {"nan": np.isnan, "posinf": np.isposinf, "neginf": np.isneginf}[which]
+    return _unbroadcast(np.where(test(x), g, 0.0), value)
