@@ -1928,3 +1928,131 @@ def test_norm_keeps_float32_and_gives_float_for_int(order, matrix):
     assert g.dtype == np.float32
     np.testing.assert_allclose(g, check_grad(f, [x])[0], rtol=1e-4)
     assert grad(f)((x * 2).astype(int)).dtype == np.float64
+
+
+OTHER_NP_CASES = [
+    ("np.gradient(x0)", (6,)), ("np.gradient(x0, 0.5)", (6,)),
+    ("np.gradient(x0, edge_order=2)", (6,)), ("np.gradient(x0, 2.0, axis=1, edge_order=2)", (3, 5)),
+    ("np.gradient(x0, axis=0)", (3, 5)), ("np.gradient(x0, axis=-1)", (2,)),
+    ("np.gradient(x0, axis=(0, 1))[1]", (3, 4)),
+    ("np.take(x0, [0, 2, 2])", (3, 2)), ("np.take(x0, [0, 2, -1], axis=1)", (2, 3)),
+    ("np.take(x0, [[0, 4], [5, 1]], mode='wrap')", (3,)),
+    ("np.take(x0, [0, 7], axis=0, mode='clip')", (3, 2)), ("x0.take([1, 1], axis=0)", (3, 2)),
+    ("np.take_along_axis(x0, np.argsort(x0, axis=1), axis=1)", (3, 4)),
+    ("np.take_along_axis(x0, np.array([[0], [2], [1]]), axis=1)", (3, 4)),
+    ("np.take_along_axis(x0, np.array([[0, 0, 1]]), axis=0)", (3, 3)),
+    ("np.take_along_axis(x0, np.array([3, 3, 0]), axis=None)", (2, 2)),
+    *[(f"np.pad(x0, {width}, {mode!r})", (2, 3))
+      for width in ["0", "3", "(3,)", "(3, 2)", "((3, 2),)", "((1, 2), (3, 4))", "[1, 2]"]
+      for mode in ["constant", "edge", "reflect", "symmetric", "wrap"]],
+    ("np.pad(x0, 2, mode='constant', constant_values=(1.0, 2.0))", (3,)),
+    ("np.sort(x0)", (7,)), ("np.sort(x0, axis=0)", (3, 4)), ("np.sort(x0, None)", (3, 4)),
+    *[(f"np.partition(x0, {k!r})", (7,)) for k in (0, 3, 6, (1, 4))],
+    ("np.partition(x0, 2, axis=0)", (5, 3)),
+    ("np.average(x0)", (5,)), ("np.average(x0, weights=x1)", (5,), (5,)),
+    ("np.average(x0, 1, x1)", (3, 4), (4,)), ("np.average(x0, axis=0, weights=x1)", (3, 4), (3, 4)),
+    ("np.average(x0, axis=0, weights=x1, keepdims=True)", (3, 4), (3,)),
+    ("np.average(x0, axis=(0, 1))", (3, 4)),
+    ("np.row_stack([x0, x1])", (2, 3), (1, 3)), ("np.row_stack((x0, x1))", (2,), (2,)),
+    ("np.column_stack([x0, x1])", (2,), (2,)), ("np.column_stack([x0, x1])", (2,), (2, 3)),
+    ("np.dstack([x0, x1])", (2,), (2,)), ("np.dstack([x0, x1])", (2, 3), (2, 3, 2)),
+    ("np.append(x0, x1)", (2, 3), (4,)), ("np.append(x0, x1, axis=0)", (2, 3), (1, 3)),
+    ("np.rot90(x0)", (2, 3)), ("np.rot90(x0, 2)", (2, 3)),
+    ("np.rot90(x0, -1, axes=(1, 2))", (2, 3, 4)), ("np.rot90(x0, k=3, axes=(2, 0))", (2, 3, 4)),
+    ("np.select([x0 > 0, x1 > 0], [x0, x1 ** 2])", (3, 4), (3, 4)),
+    ("np.select([x0 > 0, x1 > 0], [x0, x1 ** 2], default=x1)", (3, 4), (3, 4)),
+    ("np.select([x0 > 0], [x1], x0[0])", (3, 4), (4,)),
+    ("np.nan_to_num(np.log(x0))", (4,)), ("np.real_if_close(x0)", (3,)), ("np.angle(x0)", (3,)),
+]
+
+
+@pytest.mark.parametrize(("call", "shapes"), [(c[0], c[1:]) for c in OTHER_NP_CASES],
+                         ids=[c[0] for c in OTHER_NP_CASES])
+def test_numpy_rules_of_issue_13_against_central_differences(call, shapes):
+    _weighted(call, *shapes)
+
+
+def test_numpy_rules_of_issue_13_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    x = RNG_NP.standard_normal((3, 4))
+    bodies = ["np.sort(x, axis=0)", "np.pad(x, ((1, 2), (2, 0)), 'reflect')",
+              "np.pad(x, 2, 'symmetric')", "np.pad(x, (1, 3), 'wrap')", "np.rot90(x, 3)",
+              "np.take(x, np.array([0, 3, 3]), axis=1)",
+              "np.average(x, 0, np.arange(1.0, 4.0))",
+              "np.gradient(x, 0.5, axis=0)", "np.cross(x[:, :3], x[:, 1:], axisc=0)",
+              "np.einsum('ii->i', x[:, :3])", "np.linalg.norm(x, 'nuc')",
+              "np.linalg.norm(x, -np.inf, 1)", "np.dstack([x, x ** 2])"]
+    for body in bodies:
+        f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum(np.sin({body}))\n", "f")
+        jf = eval("lambda x: jnp.sum(jnp.sin(" + body.replace("np.", "jnp.") + "))",  # noqa: S307
+                  {"jnp": jnp})
+        np.testing.assert_allclose(grad(f)(x), jax.grad(jf)(jnp.asarray(x)), rtol=1e-10,
+                                   atol=1e-12, err_msg=body)
+
+
+def test_gradient_of_several_axes_unpacked():
+    f = load("import numpy as np\n\n\ndef f(x):\n    gx, gy = np.gradient(x)\n"
+             "    return np.sum(gx * x) + np.sum(gy ** 2)\n", "f")
+    check_grad(f, [RNG_NP.standard_normal((3, 4))])
+
+
+@pytest.mark.parametrize("body", ["np.sort(x)", "np.take(x, [2, 0, 0])",
+                                  "np.pad(x, 1, 'reflect')", "np.gradient(x, axis=0)",
+                                  "np.rot90(x)", "np.average(x, 0, weights=np.arange(1.0, 4.0))"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_numpy_rules_keep_float32_and_give_float_for_int(body, dtype):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum({body} ** 2)\n", "f")
+    x = (np.arange(6).reshape(3, 2) * [1, -2]).astype(dtype)
+    g = grad(f)(x)
+    assert g.dtype == (np.float32 if dtype is np.float32 else np.float64)
+    np.testing.assert_allclose(g, check_grad(f, [x.astype(np.float64)])[0], rtol=1e-5)
+
+
+def test_sort_ties_follow_the_stable_order():
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.sort(x) * np.arange(4.0))\n", "f")
+    np.testing.assert_array_equal(grad(f)(np.array([1.0, 1.0, 0.0, 1.0])), [1.0, 2.0, 0.0, 3.0])
+
+
+def test_pad_constant_values_from_the_input():
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.pad(x, ((1, 0), (2, 1)), constant_values=x[0, 0] * 3) ** 2)\n",
+             "f")
+    check_grad(f, [RNG_NP.standard_normal((2, 3))])
+
+
+def test_nan_to_num_replacements_from_the_input():
+    """[x0 + nan, x1 + inf, x2] -> [x2, x2**2, x2]: the replaced entries' gradient goes
+    to the replacements, none to x0 and x1."""
+    f = load("import numpy as np\n\nC = np.array([np.nan, np.inf, 0.0])\n\n\ndef f(x):\n"
+             "    return np.sum(np.nan_to_num(x + C, nan=x[2], posinf=x[2] ** 2) ** 2)\n", "f")
+    np.testing.assert_array_equal(grad(f)(np.array([0.3, -1.0, 0.5])), [0.0, 0.0, 2.5])
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("np.pad(x, 1, 'mean')", "np.pad with mode='mean' is not supported; the modes "
+     "differentiated are 'constant', 'edge', 'reflect', 'symmetric', 'wrap'"),
+    ("np.gradient(x, np.arange(3.0) ** 2)", "np.gradient is differentiated with a uniform "
+     "spacing (a number), not with coordinates (an array)"),
+])
+def test_numpy_rules_refuse_with_the_call_located(body, message):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum({body})\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.ones(3))
+    assert str(e.value).splitlines()[0].endswith(":5:5: " + message)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("np.average(x, weights=x, returned=True)[0]", "np.average(..., returned=...) is not "
+     "supported"),
+    ("np.nan_to_num(x, copy=False)", "np.nan_to_num(..., copy=...) is not supported"),
+    ("np.pad(x, 1, 'reflect', reflect_type='odd')", "np.pad(..., reflect_type=...) is not "
+     "supported"),
+])
+def test_numpy_rules_refuse_keywords_they_lack(body, message):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum({body})\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.ones(3))
+    assert message in str(e.value).splitlines()[0]
