@@ -591,7 +591,8 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
 # average, column_stack, dstack, append, rot90, select, nan_to_num.
 ARRAY_OPS += (
     A(("np.gradient",), ("f", "spacing", "axis", "edge_order"),
-      {"f": "_gradient_grad({g}, {f}, {out}, {spacing}, {axis}, {edge_order})"},
+      {"f": "_gradient_grad({g}, {f}, {out}, {spacing}, {axis}, {edge_order})",
+       "spacing": "_gradient_spacing_grad({g}, {out}, {spacing})"},
       {"spacing": "1.0", "axis": "None", "edge_order": "1"}, positional=2,
       note="a uniform spacing (one number); edge_order 1 or 2; axis="),
     A(("np.take",), ("a", "indices", "axis", "mode"),

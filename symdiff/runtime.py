@@ -1209,3 +1209,10 @@ def _replaced_grad(g, x, which, value):
     x = np.asarray(x)
     test = {"nan": np.isnan, "posinf": np.isposinf, "neginf": np.isneginf}[which]
     return _unbroadcast(np.where(test(x), g, 0.0), value)
+
+
+def _gradient_spacing_grad(g, out, spacing):
+    """The adjoint of np.gradient's spacing h: every difference is divided by h, so the
+    slope of each entry in h is -entry / h."""
+    parts = (g, out) if not isinstance(out, (list, tuple)) else (list(g), list(out))
+    return -np.sum(np.multiply(*parts)) / spacing

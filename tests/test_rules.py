@@ -2056,3 +2056,20 @@ def test_numpy_rules_refuse_keywords_they_lack(body, message):
     with pytest.raises(SymdiffError) as e:
         grad(f)(np.ones(3))
     assert message in str(e.value).splitlines()[0]
+
+
+def test_gradient_spacing_from_the_input():
+    m = load("""
+        import numpy as np
+
+
+        def one(x, h):
+            return np.sum(np.sin(np.gradient(x, h * 2.0)))
+
+
+        def several(x, h):
+            a, b = np.gradient(x, h)
+            return np.sum(np.sin(a) * b)
+        """)
+    check_grad(m.one, [RNG_NP.standard_normal(5), 0.7], (0, 1))
+    check_grad(m.several, [RNG_NP.standard_normal((3, 4)), 0.7], (0, 1))
