@@ -2073,3 +2073,20 @@ def test_gradient_spacing_from_the_input():
         """)
     check_grad(m.one, [RNG_NP.standard_normal(5), 0.7], (0, 1))
     check_grad(m.several, [RNG_NP.standard_normal((3, 4)), 0.7], (0, 1))
+
+
+def test_einsum_optimize_keyword():
+    m = load("""
+        import numpy as np
+
+
+        def string(x, y):
+            return np.sum(np.sin(np.einsum('ij,jk', x, y, optimize=True)))
+
+
+        def sublists(x, y):
+            return np.sum(np.sin(np.einsum(x, [0, 1], y, [1, 2], optimize='greedy')))
+        """)
+    args = [RNG_NP.standard_normal((2, 3)), RNG_NP.standard_normal((3, 4))]
+    check_grad(m.string, args, (0, 1))
+    check_grad(m.sublists, args, (0, 1))
