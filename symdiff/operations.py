@@ -239,8 +239,9 @@ class Operations:
             operands += [(p, n, i) for i, n in enumerate(names)]
             codes[p] = ast.List([ast.Name(n, ast.Load()) for n in names], ast.Load())
         elif row.vjp.get(p):
-            # (a list or tuple of constants, np.pad's constant_values=(1.0, 2.0): run as is)
-            v = self._constant(a) if isinstance(a, (ast.List, ast.Tuple)) and not any(
+            # (np.pad's constant_values=(1.0, 2.0), pairs of numbers: run as written)
+            v = self._constant(a) if p == "constant_values" and isinstance(
+                a, (ast.List, ast.Tuple)) and not any(
                 n in self.active for n in names_in(self._constant_code(a))) else self._expr(a)
             n = self._operand(v, a)
             if isinstance(v.value, np.ndarray):  # a module-level array: its ndim is known
