@@ -470,9 +470,11 @@ def _einsum_grad(spec, g, operands, which):
     sublist form, np.einsum(a, [0, 1], b, [1, 2], [0, 2]), whose arguments ``operands``
     are all. Indices only this operand has were summed: the adjoint is spread over them;
     an index repeated within it (a diagonal, 'ii->i') gets the adjoint on that diagonal."""
-    if spec is None:
-        spec = _sublist_spec(operands)
-        operands, which = operands[0:len(operands) // 2 * 2:2], which // 2
+    if not isinstance(spec, str):  # (a constant first operand read as the spec: the same)
+        arguments = operands if spec is None else [spec, *operands]
+        which += spec is not None
+        spec = _sublist_spec(arguments)
+        operands, which = arguments[0:len(arguments) // 2 * 2:2], which // 2
     terms, out = _einsum_labels(spec, operands)
     mine, x = terms[which], operands[which]
     others = terms[:which] + terms[which + 1:]

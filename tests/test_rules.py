@@ -1850,6 +1850,8 @@ def test_einsum_sublist_form():
     check_grad(m.given, [RNG_NP.standard_normal((3, 3)), (0, 0), b, (0, 1)], (0, 2))
     check_grad(m.given, [RNG_NP.standard_normal((2, 2, 3)), (Ellipsis, 0, 1), b,
                          (Ellipsis, 1, 2)], (0, 2))
+    # a constant first operand and sublists in names: read as the sublist form when run
+    check_grad(m.given, [a, (0, 1), b, (1, 2)], (2,))
 
 
 def test_einsum_diagonal_keeps_float32():
