@@ -1968,6 +1968,7 @@ OTHER_NP_CASES = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered in log:RuntimeWarning")
 @pytest.mark.parametrize(("call", "shapes"), [(c[0], c[1:]) for c in OTHER_NP_CASES],
                          ids=[c[0] for c in OTHER_NP_CASES])
 def test_numpy_rules_of_issue_13_against_central_differences(call, shapes):
