@@ -1949,6 +1949,7 @@ OTHER_NP_CASES = [
       for mode in ["constant", "edge", "reflect", "symmetric", "wrap"]],
     ("np.pad(x0, 2, mode='constant', constant_values=(1.0, 2.0))", (3,)),
     ("np.sort(x0)", (7,)), ("np.sort(x0, axis=0)", (3, 4)), ("np.sort(x0, None)", (3, 4)),
+    ("np.sort(x0, 0, 'heapsort')", (3, 4)), ("np.sort(x0, kind='stable')", (5,)),
     *[(f"np.partition(x0, {k!r})", (7,)) for k in (0, 3, 6, (1, 4))],
     ("np.partition(x0, 2, axis=0)", (5, 3)),
     ("np.average(x0)", (5,)), ("np.average(x0, weights=x1)", (5,), (5,)),
