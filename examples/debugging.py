@@ -32,7 +32,7 @@ def logistic_loss(w, X, y):
 
 def unsupported(x):
     """Three things symdiff does not differentiate (yet), reported together."""
-    return np.sum(np.unwrap(x)) + np.sum(np.partition(x, 1)) + np.sum(np.gradient(x))
+    return np.sum(np.unwrap(x)) + np.sum(np.interp(x, x, x)) + np.sum(np.convolve(x, x))
 
 
 def main(argv=()):

@@ -65,10 +65,13 @@ class Operations:
                       "the NumPy and math functions in " + COVERAGE)
         positional = list(node.args)
         if getattr(row, "sequence", "") == "operands" and len(positional) > 1:
-            # np.einsum(spec, a, b): the operands are the rest of the arguments.
-            self._check_einsum(positional, name)
-            positional = [positional[0], ast.copy_location(
-                ast.List(positional[1:], ast.Load()), positional[1])]
+            # np.einsum(spec, a, b): the operands are the rest of the arguments; in the
+            # sublist form, einsum(a, [0, 1], b, [1, 2]), all of them (and spec None).
+            first = positional[0]
+            items = positional[1:]
+            if self._einsum_sublists(positional):
+                first, items = ast.copy_location(ast.Constant(None), first), positional
+            positional = [first, ast.copy_location(ast.List(items, ast.Load()), items[0])]
         args = self._arguments(positional, node.keywords, row.params, row.optional, name, node,
                                getattr(row, "positional", 99))
         if isinstance(row, rules.Elementwise):
@@ -118,19 +121,15 @@ class Operations:
         return any(row.vjp.get(p, "?") and any(
             n in self.active for n in names_in(self._constant_code(a))) for p, a in given)
 
-    def _check_einsum(self, positional, name):
-        """Refuse, where the subscripts are written out, the np.einsum forms symdiff lacks;
-        and the sublist form, einsum(a, [0, 1], b, [1, 2]), whose first argument is an
-        operand, not subscripts."""
-        spec = positional[0]
-        if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
-            problem = runtime._einsum_problem(spec.value, len(positional) - 1)
-            if problem:
-                self.fail(spec, f"{name} with {problem} is not supported",
-                          "explicit subscripts, one letter per axis, such as 'ij,jk->ik'")
-        elif any(isinstance(a, (ast.List, ast.Tuple)) for a in positional[1:]):
-            self.fail(spec, f"{name}'s sublist form, {name}(a, [0, 1], ...), is not "
-                      "supported", "subscripts in a string, such as 'ij,jk->ik'")
+    def _einsum_sublists(self, positional) -> bool:
+        """Whether np.einsum is called in its sublist form, einsum(a, [0, 1], b, [1, 2]):
+        its first argument is an operand (it depends on the differentiated inputs), or a
+        later one is a list of indices, not subscripts in a string."""
+        first = positional[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            return False
+        return any(n in self.active for n in names_in(self._constant_code(first))) or \
+            any(isinstance(a, (ast.List, ast.Tuple)) for a in positional[1:])
 
     def _is_local_value(self, node) -> bool:
         """Whether ``node`` is a value computed in the function (so .sum() is a method)."""
@@ -243,14 +242,19 @@ class Operations:
             if not isinstance(a, (ast.List, ast.Tuple)):
                 self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
             problems: list = []
-            vals = [self._lowered(e, problems) for e in a.elts]
+            # (np.einsum's sublists, [0, 1], are indices: run as written)
+            vals = [self._constant(e) if p == "operands" and isinstance(e, (ast.List, ast.Tuple))
+                    else self._lowered(e, problems) for e in a.elts]
             if problems:
                 raise SymdiffError(problems=tuple(problems))
             names = [self._operand(v, e) for v, e in zip(vals, a.elts, strict=True)]
             operands += [(p, n, i) for i, n in enumerate(names)]
             codes[p] = ast.List([ast.Name(n, ast.Load()) for n in names], ast.Load())
         elif row.vjp.get(p):
-            v = self._expr(a)
+            # (np.pad's constant_values=(1.0, 2.0), pairs of numbers: run as written)
+            v = self._constant(a) if p == "constant_values" and isinstance(
+                a, (ast.List, ast.Tuple)) and not any(
+                n in self.active for n in names_in(self._constant_code(a))) else self._expr(a)
             n = self._operand(v, a)
             if isinstance(v.value, np.ndarray):  # a module-level array: its ndim is known
                 self.ndims[n] = v.value.ndim
@@ -271,12 +275,6 @@ class Operations:
         is known already: a literal norm order, np.dot of a stack of known ndim. The rule
         itself is asked (on small stand-in arrays), so that this follows what it supports."""
         name = row.names[0]
-        if name == "np.linalg.norm" and "ord" in statics and "axis" not in statics:
-            order = _literal(statics["ord"])
-            if order is not _UNKNOWN and all(_refuses(runtime._norm_grad, 1.0, np.ones(shape),
-                                                       1.0, order) for shape in ((2,), (2, 2))):
-                self.fail(node, f"{name} with ord={order!r} is not supported",
-                          "np.linalg.norm with ord=None, 2 (vectors) or 'fro' (matrices)")
         if name in ("scipy.linalg.solve", "scipy.linalg.inv") and "assume_a" in statics:
             structure = _literal(statics["assume_a"])
             if structure is not _UNKNOWN and _refuses(runtime._structure, structure, name):
@@ -315,7 +313,9 @@ class Operations:
         params = [p for p in rest if p in codes and p not in keywords_given]
         args = [codes[p] for p in params[:count]]
         if row.sequence == "operands":
-            args = args[:1] + codes["operands"].elts
+            sublists = isinstance(codes["subscripts"], ast.Constant) and \
+                codes["subscripts"].value is None
+            args = args[:0 if sublists else 1] + codes["operands"].elts
         keywords = [ast.keyword(k.arg, codes[k.arg]) for k in node.keywords]
         return ast.Call(func, args, keywords)
 
@@ -364,7 +364,7 @@ def _reference(node, namespace):
 _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "np.transpose",
           "np.broadcast_to", "np.flip", "np.einsum", "np.diagonal", "np.diag", "np.moveaxis",
           "np.swapaxes", "np.rollaxis", "np.atleast_1d", "np.atleast_2d", "np.atleast_3d",
-          "np.flipud", "np.fliplr"}
+          "np.flipud", "np.fliplr", "np.rot90"}
 
 
 _UNKNOWN = NOT_LITERAL

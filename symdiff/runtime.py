@@ -465,42 +465,68 @@ def _outer_grad(g, a, b, which):
     return d if np.shape(d) == shape else np.reshape(d, shape)  # (not a view: _fit copies)
 
 
-def _einsum_problem(spec, count):
-    """What in an einsum spec symdiff cannot differentiate ("" if nothing)."""
+def _einsum_grad(spec, g, operands, which):
+    """The adjoint of operand ``which`` of ``np.einsum(spec, *operands)``; spec None: the
+    sublist form, np.einsum(a, [0, 1], b, [1, 2], [0, 2]), whose arguments ``operands``
+    are all. Indices only this operand has were summed: the adjoint is spread over them;
+    an index repeated within it (a diagonal, 'ii->i') gets the adjoint on that diagonal."""
+    if not isinstance(spec, str):  # (a constant first operand read as the spec: the same)
+        arguments = operands if spec is None else [spec, *operands]
+        which += spec is not None
+        spec = _sublist_spec(arguments)
+        operands, which = arguments[0:len(arguments) // 2 * 2:2], which // 2
+    terms, out = _einsum_labels(spec, operands)
+    mine, x = terms[which], operands[which]
+    others = terms[:which] + terms[which + 1:]
+    there = set(out).union(*others)
+    unique = "".join(dict.fromkeys(mine))
+    kept = "".join(c for c in unique if c in there)
+    d = np.einsum(",".join([out, *others]) + "->" + kept, g,
+                  *[v for i, v in enumerate(operands) if i != which])
+    sizes = {c: n for c, n in zip(mine, np.shape(x), strict=True)}
+    # An axis of 1 that the others broadcast (an ellipsis of ones) sums their adjoints.
+    ones = tuple(j for j, c in enumerate(kept) if sizes[c] == 1 and np.shape(d)[j] != 1)
+    if ones:
+        d = np.sum(d, axis=ones, keepdims=True)
+    d = np.reshape(d, [sizes[c] if c in there else 1 for c in unique])
+    if unique == mine:
+        return np.broadcast_to(d, np.shape(x))
+    full = np.zeros(np.shape(x), np.result_type(d, 0.0))
+    np.einsum(mine + "->" + unique, full)[...] = d  # (a view of full's diagonal)
+    return full
+
+
+def _einsum_labels(spec, operands):
+    """np.einsum's subscripts spelled out: one letter per axis of each operand (an
+    ellipsis as letters the spec does not use, aligned on the right as NumPy broadcasts),
+    and the output's; without '->', NumPy's: the ellipsis, then the letters used once,
+    in alphabetical order."""
     text = spec.replace(" ", "")
     inputs, arrow, output = text.partition("->")
-    operands = inputs.split(",")
+    terms = inputs.split(",")
+    spare = [c for c in _LETTERS if c not in text]
+    widths = [np.ndim(x) - len(t.replace("...", "")) if "..." in t else 0
+              for t, x in zip(terms, operands, strict=True)]
+    width = max(widths, default=0)
+    dots = "".join(spare[:width])
+    terms = [t.replace("...", dots[width - n:]) for t, n in zip(terms, widths, strict=True)]
     if not arrow:
-        return "implicit output (no '->')"
-    if "." in text:
-        return "an ellipsis"
-    if len(operands) != count:
-        return f"{len(operands)} subscripts for {count} operands"
-    if any(len(set(o)) != len(o) for o in [*operands, output]):
-        return "a repeated index within one operand (a diagonal)"
-    if set(output) - set("".join(operands)):
-        return "an output index no operand has"
-    return ""
+        named = inputs.replace("...", "").replace(",", "")
+        output = "..." + "".join(sorted(c for c in set(named) if named.count(c) == 1))
+    return terms, output.replace("...", dots)
 
 
-def _einsum_grad(spec, g, operands, which):
-    """The adjoint of operand ``which`` of ``np.einsum(spec, *operands)``."""
-    problem = _einsum_problem(spec, len(operands))
-    if problem:
-        raise SymdiffError(f"np.einsum({spec!r}, ...): {problem} is not supported; write "
-                           "explicit subscripts, one letter per axis, such as 'ij,jk->ik'")
-    inputs, out = spec.replace(" ", "").split("->")
-    inputs = inputs.split(",")
-    mine = inputs[which]
-    others = [s for i, s in enumerate(inputs) if i != which]
-    there = set(out).union(*others)
-    kept = "".join(c for c in mine if c in there)
-    d = np.einsum(",".join([out] + others) + "->" + kept, g,
-                  *[x for i, x in enumerate(operands) if i != which])
-    # Indices only this operand has were summed away: spread the adjoint over them.
-    shape = [n if c in there else 1 for c, n in zip(mine, np.shape(operands[which]),
-                                                     strict=True)]
-    return np.broadcast_to(np.reshape(d, shape), np.shape(operands[which]))
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_spec(arguments):
+    """The subscripts of np.einsum's sublist form (operand, sublist, ..., [output]) as a
+    string: index k is the k-th letter, Ellipsis is '...'."""
+    def spelled(sublist):
+        return "".join("..." if k is Ellipsis else _LETTERS[k] for k in sublist)
+    count = len(arguments) // 2
+    spec = ",".join(spelled(arguments[2 * i + 1]) for i in range(count))
+    return spec + ("->" + spelled(arguments[-1]) if len(arguments) % 2 else "")
 
 
 def _transpose_grad(g, axes=None):
@@ -517,20 +543,82 @@ def _trace_grad(g, a, offset=0, axis1=0, axis2=1):
 
 
 def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
-    """The adjoint of ``np.linalg.norm(x, ord, axis)`` for the 2-norm and Frobenius norm."""
-    matrix = np.ndim(x) == 2 and axis is None or isinstance(axis, tuple) and len(axis) == 2
-    if not (ord is None or ord == "fro" and matrix or ord == 2 and not matrix):
-        of = "a matrix (the spectral norm)" if matrix and ord == 2 else \
-            f"{'a matrix' if matrix else 'a vector'}"
-        raise SymdiffError(f"symdiff differentiates np.linalg.norm for ord=None, 2 (vectors) "
-                           f"and 'fro' (matrices), not ord={ord!r} of {of}")
+    """The adjoint of ``np.linalg.norm(x, ord, axis, keepdims)``, of every order NumPy
+    takes: of vectors (along ``axis``, or of a 1-D x) and of matrices (over a pair of
+    axes, or of a 2-D x with an order given). Entries where the norm has a kink get the
+    subgradient our max rule gives (0 at 0 for orders above 1; ties share equally)."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "fc":
+        x = x.astype(np.float64)
+    if axis is None:
+        axes = tuple(range(x.ndim)) if ord is None or x.ndim != 2 else (0, 1)
+    else:
+        axes = tuple(a % x.ndim for a in ((axis,) if np.ndim(axis) == 0 else axis))
+    # g and out with the reduced axes kept (as ones), to broadcast against x
+    kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    g, out = np.reshape(g, kept), np.reshape(out, kept)
+    if ord is None or ord == "fro" or ord == 2 and len(axes) == 1:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = g / out * x
+        return np.where(x == 0, 0.0, share)  # at 0, the subgradient 0 (as JAX)
+    if len(axes) == 1:
+        return _vector_norm_grad(g, x, out, ord, axes[0])
+    return _matrix_norm_grad(g, x, out, ord, axes)
+
+
+def _vector_norm_grad(g, x, out, p, axis):
+    """The adjoint of the vector norm of order ``p`` (0, 1, inf, -inf or any number):
+    sign(x) |x|^(p-1) / out^(p-1)."""
+    sign = np.sign(x)
+    if p == 0:  # the count of entries that are not 0: piecewise constant
+        return np.zeros_like(x)
+    if p == 1:
+        return g * sign
+    if p in (np.inf, -np.inf):  # max or min of |x|: ties share, as np.max's rule
+        hit = np.abs(x) == out
+        return g * sign * hit / np.sum(hit, axis=axis, keepdims=True)
+    if p < 1 and np.any(x == 0):
+        raise SymdiffError(f"np.linalg.norm(x, ord={p!r}) has no derivative where an entry of "
+                           "x is 0 (an order below 1 has an infinite slope there)")
     with np.errstate(invalid="ignore", divide="ignore"):
-        share = _unreduce(g / out, x, axis, keepdims) * x
-    return np.where(np.asarray(x) == 0, 0.0, share)  # at 0, the subgradient 0 (as JAX)
+        share = g * sign * (np.abs(x) / out) ** (p - 1)
+    return np.where(x == 0, 0.0, share)
+
+
+def _matrix_norm_grad(g, x, out, ord, axes):
+    """The adjoint of the matrix norm of order ``ord`` over ``axes`` (rows, columns): 1 and
+    -1 the largest or smallest column sum of |x|, inf and -inf the row sums (ties share);
+    2, -2 the largest or smallest singular value (u v^T of its singular vectors), 'nuc'
+    their sum (U V^T), refused where that singular value is repeated or 0."""
+    rows, columns = axes
+    if ord in (1, -1, np.inf, -np.inf):
+        summed, over = (rows, columns) if ord in (1, -1) else (columns, rows)
+        sums = np.sum(np.abs(x), axis=summed, keepdims=True)
+        hit = sums == out
+        return g * hit / np.sum(hit, axis=over, keepdims=True) * np.sign(x)
+    u, s, vt = np.linalg.svd(np.moveaxis(x, axes, (-2, -1)), full_matrices=False)
+    tol = max(x.shape[rows], x.shape[columns]) * np.finfo(s.dtype).eps * s[..., :1]
+    if ord == "nuc":
+        if np.any(s[..., -1:] <= tol):
+            raise SymdiffError("np.linalg.norm(x, ord='nuc') has no derivative where x does "
+                               "not have full rank (a singular value is 0)")
+        d = u @ vt
+    else:
+        k = 0 if ord == 2 else s.shape[-1] - 1
+        gap = np.diff(s, axis=-1)[..., :1] if ord == 2 else np.diff(s, axis=-1)[..., -1:]
+        if np.any(np.abs(gap) <= tol) or ord == -2 and np.any(s[..., -1:] <= tol):
+            which = "largest" if ord == 2 else "smallest"
+            raise SymdiffError(f"np.linalg.norm(x, ord={ord!r}) has no derivative where the "
+                               f"{which} singular value of x is repeated"
+                               + (" or 0" if ord == -2 else ""))
+        d = u[..., :, k:k + 1] @ vt[..., k:k + 1, :]
+    return g * np.moveaxis(d, (-2, -1), axes)
 
 
 def _scatter(g, x, index):
     """The adjoint of ``x[index]``: ``g`` placed at ``index`` in zeros; repeats accumulate."""
+    if type(x) is tuple:  # (np.gradient's arrays, one per axis: their adjoints stacked)
+        x = np.asarray(x)
     dtype = np.result_type(x, g, np.float64)
     if type(g) is np.ndarray and g.dtype == dtype and _whole(index) and \
             [n for n in g.shape if n != 1] == [n for n in np.shape(x) if n != 1]:
@@ -758,15 +846,31 @@ def _diag_grad(g, v, k=0):
     return _diagonal_grad(g, v, k)
 
 
-def _cross_grad(g, a, b, which):
-    """The adjoint of ``np.cross(a, b)`` for a (which 0: b x g) or b (1: g x a), of
-    vectors of 3 along the last axis (vectors of 2 make a number: refused)."""
-    if np.shape(a)[-1:] != (3,) or np.shape(b)[-1:] != (3,):
-        raise SymdiffError("np.cross is differentiated only for vectors of 3 along the "
-                           f"last axis, not of shapes {np.shape(a)} and {np.shape(b)}")
-    if which == 0:
-        return _unbroadcast(np.cross(b, g), a)
-    return _unbroadcast(np.cross(g, a), b)
+def _cross_grad(g, a, b, which, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """The adjoint of ``np.cross(a, b, axisa, axisb, axisc, axis)`` for a (which 0: b x g)
+    or b (1: g x a). Vectors of 2 are those of 3 with a zero z component (as NumPy reads
+    them); two of them make the number that z component is."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a3, b3 = (_as_vectors_of_3(v, k) for v, k in ((a, axisa), (b, axisb)))
+    if np.shape(a)[axisa] == 2 and np.shape(b)[axisb] == 2:
+        g3 = np.stack([np.zeros_like(g), np.zeros_like(g), g], axis=-1)
+    else:
+        g3 = np.moveaxis(g, axisc, -1)
+    x, k = (a, axisa) if which == 0 else (b, axisb)
+    d = np.cross(b3, g3) if which == 0 else np.cross(g3, a3)
+    last = np.moveaxis(np.asarray(x), k, -1)
+    d = _unbroadcast(d[..., :last.shape[-1]], last)  # (a vector of 2 drops its z)
+    return np.moveaxis(d, -1, k)
+
+
+def _as_vectors_of_3(v, axis):
+    """``v`` with its vectors (along ``axis``) last, of 3 components: a zero z added to
+    vectors of 2 (np.cross, run first, refuses other lengths)."""
+    v = np.moveaxis(np.asarray(v), axis, -1)
+    if v.shape[-1] == 2:
+        return np.concatenate([v, np.zeros_like(v[..., :1])], axis=-1)
+    return v
 
 
 def _kron_grad(g, a, b, which):
@@ -1304,3 +1408,223 @@ def _convolve_grad(g, in1, in2, mode, which, how):
         return scipy.signal.correlate(spread, in2, mode="valid")
     d = scipy.signal.correlate(spread, in1, mode="valid")
     return np.flip(d) if how == "correlate" else d
+
+# --- helpers of the NumPy rules of issue 13: gradient, take, pad, sort, average, ... ---
+
+
+def _gradient_grad(g, f, out, spacing=1.0, axis=None, edge_order=1):
+    """The adjoint of ``np.gradient(f, spacing, axis=axis, edge_order=edge_order)``: on each
+    axis the transpose of its difference stencil (central inside; one-sided of first or
+    second order at the ends), over a uniform spacing. Of several axes, np.gradient gives
+    one array per axis: ``g`` holds their adjoints in that order."""
+    if np.ndim(spacing) != 0:
+        raise SymdiffError("np.gradient is differentiated with a uniform spacing (a number), "
+                           "not with coordinates (an array)")
+    ndim = np.ndim(f)
+    axes = tuple(range(ndim)) if axis is None else \
+        tuple(a % ndim for a in ((axis,) if np.ndim(axis) == 0 else axis))
+    parts = [g] if not isinstance(out, (list, tuple)) else list(g)
+    total = np.zeros(np.shape(f), np.result_type(*parts, 0.0))
+    for part, a in zip(parts, axes, strict=True):
+        total += np.moveaxis(_stencil_transposed(np.moveaxis(np.asarray(part), a, 0),
+                                                 spacing, edge_order), 0, a)
+    return total
+
+
+def _stencil_transposed(g, h, edge_order):
+    """The transpose of np.gradient's stencil along the first axis, applied to ``g``."""
+    d = np.zeros(g.shape, np.result_type(g, 0.0))
+    inner = g[1:-1] / (2.0 * h)
+    d[2:] += inner
+    d[:-2] -= inner
+    if edge_order == 1:
+        d[1] += g[0] / h
+        d[0] -= g[0] / h
+        d[-1] += g[-1] / h
+        d[-2] -= g[-1] / h
+    else:  # (-3 f0 + 4 f1 - f2) / 2h, and its mirror (3 fn - 4 fn-1 + fn-2) / 2h
+        for k, c in enumerate((-3.0, 4.0, -1.0)):
+            d[k] += c * g[0] / (2.0 * h)
+            d[-1 - k] -= c * g[-1] / (2.0 * h)
+    return d
+
+
+def _take_grad(g, a, indices, axis=None, mode="raise"):
+    """The adjoint of ``np.take(a, indices, axis, mode=mode)``: g added at the entries
+    taken (repeats accumulate); 'wrap' and 'clip' indices as NumPy maps them."""
+    n = np.size(a) if axis is None else np.shape(a)[axis]
+    indices = np.asarray(indices).astype(np.intp, copy=False)  # ([] is a float array)
+    if mode == "wrap":
+        indices = indices % n
+    elif mode == "clip":
+        indices = np.clip(indices, 0, n - 1)
+    if axis is None:
+        return np.reshape(_scatter(g, np.ravel(a), (indices,)), np.shape(a))
+    axis = axis % np.ndim(a)
+    return _scatter(g, a, (slice(None),) * axis + (indices,))
+
+
+def _take_along_axis_grad(g, arr, indices, axis=-1):
+    """The adjoint of ``np.take_along_axis(arr, indices, axis)``: g added at the entries
+    taken (repeats accumulate); axis None reads arr flattened."""
+    if axis is None:
+        return np.reshape(_scatter(g, np.ravel(arr), (np.asarray(indices),)), np.shape(arr))
+    return _scatter(g, arr, _along_axis(np.shape(arr), indices, axis))
+
+
+def _along_axis(shape, indices, axis):
+    """The index tuple that np.take_along_axis reads ``indices`` as: along ``axis``, the
+    indices; along the others, every position (broadcast against the indices)."""
+    ndim = len(shape)
+    axis = axis % ndim
+    index = []
+    for d in range(ndim):
+        if d == axis:
+            index.append(np.asarray(indices))
+        else:
+            index.append(np.reshape(np.arange(shape[d]), [-1 if k == d else 1
+                                                          for k in range(ndim)]))
+    return tuple(index)
+
+
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+
+
+def _pad_grad(g, array, pad_width, mode="constant"):
+    """The adjoint of ``np.pad(array, pad_width, mode)``: every entry of the padded array
+    is a copy of one entry of ``array`` (or a constant), so each entry's adjoint is the sum
+    of g over its copies. Which entry each is, np.pad itself says: of the entries' numbers."""
+    if mode not in _PAD_MODES:
+        raise SymdiffError(f"np.pad with mode={mode!r} is not supported; the modes "
+                           "differentiated are " + ", ".join(map(repr, _PAD_MODES)))
+    size = np.size(array)
+    numbers = np.reshape(np.arange(size), np.shape(array))
+    if mode == "constant":
+        where = np.pad(numbers, pad_width, constant_values=-1)
+    else:
+        where = np.pad(numbers, pad_width, mode=mode)
+    where, g = np.ravel(where), np.ravel(g)
+    copy = where >= 0
+    sums = np.bincount(where[copy], weights=g[copy], minlength=size)
+    return np.reshape(sums.astype(np.result_type(g, 0.0), copy=False), np.shape(array))
+
+
+def _sort_grad(g, a, axis=-1):
+    """The adjoint of ``np.sort(a, axis)``: g sent back through the permutation that sorts
+    a (NumPy's stable sort's: tied entries keep their order); axis None: a flattened."""
+    if axis is None:
+        order = np.argsort(np.ravel(a), kind="stable")
+        d = np.zeros(np.size(a), np.result_type(g, 0.0))
+        d[order] = g
+        return np.reshape(d, np.shape(a))
+    order = np.argsort(a, axis=axis, kind="stable")
+    d = np.zeros(np.shape(a), np.result_type(g, 0.0))
+    np.put_along_axis(d, order, g, axis=axis)
+    return d
+
+
+def _partition_grad(g, a, out, kth, axis=-1):
+    """The adjoint of ``np.partition(a, kth, axis)``: g sent back through the permutation
+    np.argpartition gives (the same selection as np.partition's), checked against out."""
+    flat = axis is None
+    if flat:
+        a, axis = np.ravel(a), 0
+    order = np.argpartition(a, kth, axis=axis)
+    if not np.array_equal(np.take_along_axis(np.asarray(a), order, axis), out):
+        raise SymdiffError("np.partition put its entries in an order np.argpartition does "
+                           "not reproduce; use np.sort")
+    d = np.zeros(np.shape(a), np.result_type(g, 0.0))
+    np.put_along_axis(d, order, g, axis=axis)
+    return d
+
+
+def _average_grad(g, a, out, axis, weights, keepdims, which):
+    """The adjoint of ``np.average(a, axis, weights, keepdims=keepdims)`` for a (which 0)
+    or the weights (1): out = sum(w a) / sum(w); weights of one axis are laid along
+    ``axis``."""
+    a = np.asarray(a)
+    if weights is None:
+        w = np.ones(a.shape)
+    elif np.shape(weights) == a.shape:
+        w = np.asarray(weights)
+    else:
+        w = np.reshape(weights, [-1 if d == axis % a.ndim else 1 for d in range(a.ndim)])
+    w = np.broadcast_to(w, a.shape)
+    total = np.sum(w, axis=axis, keepdims=True)
+    gk = _unreduce(g, a, axis, keepdims)
+    if which == 0:
+        return gk * w / total
+    d = gk * (a - _unreduce(out, a, axis, keepdims)) / total
+    if np.shape(weights) == a.shape:
+        return d
+    return np.reshape(np.sum(d, axis=tuple(k for k in range(a.ndim) if k != axis % a.ndim)),
+                      np.shape(weights))
+
+
+def _joined_part(g, arrays, i, how):
+    """The adjoint of ``arrays[i]`` in np.column_stack(arrays) (how 'column': 1-D items as
+    columns, joined on axis 1) or np.dstack(arrays) ('depth': at least 3-D, on axis 2)."""
+    def joined(v):
+        if how == "column":
+            return np.reshape(v, (-1, 1)) if np.ndim(v) < 2 else v
+        return np.atleast_3d(v)
+    axis = 1 if how == "column" else 2
+    sizes = [np.shape(joined(np.asarray(v)))[axis] for v in arrays]
+    start = sum(sizes[:i])
+    part = np.take(g, np.arange(start, start + sizes[i]), axis=axis)
+    return np.reshape(part, np.shape(arrays[i]))
+
+
+def _append_grad(g, arr, values, axis, which):
+    """The adjoint of ``arr`` (which 0) or ``values`` (1) in np.append(arr, values, axis):
+    its part of g; with axis None both were flattened."""
+    x = arr if which == 0 else values
+    if axis is None:
+        n = np.size(arr)
+        part = np.ravel(g)[:n] if which == 0 else np.ravel(g)[n:]
+        return np.reshape(part, np.shape(x))
+    n = np.shape(arr)[axis]
+    m = np.shape(g)[axis]
+    taken = np.arange(n) if which == 0 else np.arange(n, m)
+    return np.reshape(np.take(g, taken, axis=axis), np.shape(x))
+
+
+def _select_grad(g, condlist, choices, i, default=None):
+    """The adjoint of ``choices[i]`` in np.select(condlist, choices, default) (i None: of
+    the default): g where it was chosen (its condition the first that holds), else 0."""
+    taken = np.zeros(np.shape(g), bool)
+    for k, condition in enumerate(condlist):
+        if k == i:
+            return _unbroadcast(np.where(condition & ~taken, g, 0.0), choices[i])
+        taken = taken | condition
+    return _unbroadcast(np.where(taken, 0.0, g), default)
+
+
+def _pad_constant_grad(g, array, pad_width, constant_values):
+    """The adjoint of np.pad's ``constant_values`` (a number, or per axis and side as NumPy
+    reads them): the sum of g over the entries each value fills (later axes fill the
+    corners)."""
+    ndim = np.ndim(array)
+    zeros = np.zeros(np.shape(array))
+    d = np.zeros((ndim, 2))
+    for axis in range(ndim):
+        for side in range(2):
+            one = np.zeros((ndim, 2))
+            one[axis, side] = 1.0
+            d[axis, side] = np.sum(g * np.pad(zeros, pad_width, constant_values=one))
+    return _unbroadcast(d, constant_values)
+
+
+def _replaced_grad(g, x, which, value):
+    """The adjoint of np.nan_to_num's ``nan``, ``posinf`` or ``neginf`` (``which``): the
+    sum of g over the entries of x it replaced."""
+    x = np.asarray(x)
+    test = {"nan": np.isnan, "posinf": np.isposinf, "neginf": np.isneginf}[which]
+    return _unbroadcast(np.where(test(x), g, 0.0), value)
+
+
+def _gradient_spacing_grad(g, out, spacing):
+    """The adjoint of np.gradient's spacing h: every difference is divided by h, so the
+    slope of each entry in h is -entry / h."""
+    parts = (g, out) if not isinstance(out, (list, tuple)) else (list(g), list(out))
+    return -np.sum(np.multiply(*parts)) / spacing

@@ -230,16 +230,6 @@ CASES = {
         '               ^',
         '  supported instead: compute it outside the function and pass the value in',
     ])),
-    "einsum_sublists": ("""
-        import numpy as np
-        def f(x):
-            return np.einsum(x, [0, 1], [])
-        """, "\n".join([
-        "F:4:22: np.einsum's sublist form, np.einsum(a, [0, 1], ...), is not supported",
-        '        return np.einsum(x, [0, 1], [])',
-        '                         ^',
-        "  supported instead: subscripts in a string, such as 'ij,jk->ik'",
-    ])),
     # Written without dedent: a tab in the source line stays a tab in the caret line.
     "tabs_keep_the_caret_aligned": ("def f(x):\n\ty = x\n\treturn x << y\n",
                                     "F:3:9: operator << is not supported yet\n"
@@ -334,19 +324,6 @@ def test_print_and_logging_run_in_the_forward_sweep(capsys):
     g = grad(f)(x)
     assert capsys.readouterr().out == f"y: {np.sin(x)}\n"
     np.testing.assert_allclose(g, np.sin(x) + x * np.cos(x))
-
-
-def test_an_unsupported_norm_order_is_refused_when_building():
-    text = error_text("""
-        import numpy as np
-        def f(x):
-            return np.linalg.norm(x, ord=1)
-        """)
-    assert text == "\n".join([
-        "F:4:12: np.linalg.norm with ord=1 is not supported",
-        "        return np.linalg.norm(x, ord=1)",
-        "               ^",
-        "  supported instead: np.linalg.norm with ord=None, 2 (vectors) or 'fro' (matrices)"])
 
 
 def test_np_dot_of_a_stack_of_known_dimensions_is_refused_when_building():

@@ -1186,6 +1186,41 @@ EDGE_ARRAYS = {
                     ("np.sum(np.linspace(x, 2 * x, 0))", 2.0)],
     "np.where": [("np.sum(np.where(x > 1, x, 0.0))", np.array(2.0)),
                  ("np.sum(np.where(x > 1, x, 0.0))", np.zeros(0))],
+    "np.gradient": [("np.sum(np.gradient(x) * np.arange(2.0))", np.ones(2)),
+                    ("np.sum(np.gradient(x, edge_order=2) ** 2)", np.arange(3), [-3.0, 0.0, 3.0]),
+                    ("np.sum(np.gradient(x) ** 2)", np.ones(4, _F32))],
+    "np.take": [("np.sum(np.take(x, []))", np.ones(3), np.zeros(3)), ("np.take(x, 0)", np.ones(1)),
+                ("np.sum(np.take(x, [0, 0, 0]))", np.arange(2), [3.0, 0.0])],
+    "np.take_along_axis": [("np.sum(np.take_along_axis(x, np.zeros((1, 0), int), 1))",
+                            np.ones((1, 3))),
+                           ("np.sum(np.take_along_axis(x, np.array([0, 0]), 0))", np.ones(1),
+                            [2.0])],
+    "np.pad": [("np.sum(np.pad(x, 2, 'edge') ** 2)", np.ones(1)),
+               ("np.sum(np.pad(x, 0) ** 2)", np.array(2.0)),
+               ("np.sum(np.pad(x, ((0, 0), (1, 1)), 'wrap') ** 2)", np.zeros((0, 2))),
+               ("np.sum(np.pad(x, 3, 'symmetric') * 2.0)", np.ones(2, _F32), [8.0, 8.0])],
+    "np.sort": [("np.sum(np.sort(x) * np.arange(3.0))", np.zeros(3), [0.0, 1.0, 2.0]),
+                ("np.sum(np.sort(x))", np.zeros(0)), ("np.sum(np.sort(x) ** 2)", np.ones(1)),
+                ("np.sum(np.sort(x, axis=0) ** 2)", np.zeros((0, 2)))],
+    "np.partition": [("np.sum(np.partition(x, 0) ** 2)", np.ones(1)),
+                     ("np.sum(np.partition(x, 1) * np.arange(3.0))", np.ones(3),
+                      [0.0, 1.0, 2.0])],  # (ties: np.argpartition's order)
+    "np.average": [("np.average(x)", np.array(2.0)), ("np.average(x)", np.ones(1)),
+                   ("np.average(x, weights=x)", np.arange(1, 4))],
+    "np.column_stack": [("np.sum(np.column_stack([x, x]) ** 2)", np.ones(1)),
+                        ("np.sum(np.column_stack([x, x]) ** 2)", np.zeros(0))],
+    "np.dstack": [("np.sum(np.dstack([x, x]) ** 2)", np.array(2.0)),
+                  ("np.sum(np.dstack([x, x]) ** 2)", np.zeros(0))],
+    "np.append": [("np.sum(np.append(x, x) ** 2)", np.array(2.0)),
+                  ("np.sum(np.append(x, x) ** 2)", np.zeros(0))],
+    "np.rot90": [("np.sum(np.rot90(x, 4) * np.arange(1.0))", np.ones((1, 1))),
+                 ("np.sum(np.rot90(x) ** 2)", np.zeros((0, 2)))],
+    "np.select": [("np.sum(np.select([x > 1], [x], 0.0))", np.array(2.0)),
+                  ("np.sum(np.select([x > 1, x > 0], [x, 2 * x]))", np.ones(2), [2.0, 2.0])],
+    "np.nan_to_num": [("np.sum(np.nan_to_num(x))", np.array([1.0, np.nan, np.inf]),
+                       [1.0, 0.0, 0.0]),
+                      ("np.nan_to_num(x)", np.array(2.0)),
+                      ("np.sum(np.nan_to_num(x))", np.zeros(0))],
     "scipy.special.logsumexp": [("logsumexp(x)", np.ones(1)),
                                 ("logsumexp(x)", np.array([-np.inf, 0.0])),
                                 ("logsumexp(x)", np.array([1000.0, 1000.0]))],
@@ -1564,25 +1599,6 @@ def test_tensordot_pairs_axes_in_the_order_given():
              "    return np.sum(np.tensordot(x, y, axes=((2, 0), (0, 1))) ** 2)\n", "f")
     rng = np.random.default_rng(9)
     check_grad(f, (rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 2, 5))), wrt=(0, 1))
-
-
-def test_cross_keywords_are_refused():
-    f = load("import numpy as np\n\n\ndef f(x, y):\n"
-             "    return np.sum(np.cross(x, y, axisa=0))\n", "f")
-    with pytest.raises(SymdiffError) as e:
-        grad(f)(np.ones((3, 2)), np.ones((2, 3)))
-    assert str(e.value).splitlines()[0].endswith(
-        ".py:5:40: np.cross(..., axisa=...) is not supported")
-    assert "supported instead: np.cross(a, b)" in str(e.value)
-
-
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # (NumPy's, for vectors of 2)
-def test_cross_of_vectors_of_two_is_refused():
-    f = load("import numpy as np\n\n\ndef f(x, y):\n    return np.cross(x, y)\n", "f")
-    with pytest.raises(SymdiffError) as e:
-        grad(f)(np.ones(2), np.ones(2))
-    assert ("np.cross is differentiated only for vectors of 3 along the last axis, not of "
-            "shapes (2,) and (2,)") in str(e.value)
 
 
 # --- scans and elementwise rules of issue 13: cumsum, cumprod, diff, nansum, nanmean,
@@ -2555,3 +2571,346 @@ def test_scipy_stats_and_signal_are_imported_only_when_used():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+# --- NumPy rules of issue 13 (items 2 and 3): np.cross with its axis keywords and vectors
+# of 2, np.einsum (ellipsis, implicit output, diagonals, sublists), np.linalg.norm of every
+# order, np.gradient, take, take_along_axis, pad, sort, partition, average, the stacking
+# aliases, append, rot90, select, nan_to_num, real_if_close, angle ---
+
+RNG_NP = np.random.default_rng(1313)
+
+
+def _weighted(call, *shapes, wrt=None, rng=RNG_NP):
+    """sum(w * call) over operands x0, x1, ... of ``shapes`` (random weights w, so that each
+    entry's adjoint is checked), against central differences."""
+    args = [rng.standard_normal(s) for s in shapes]
+    names = [f"x{i}" for i in range(len(shapes))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        out = eval(call, {"np": np, **dict(zip(names, args, strict=True))})  # noqa: S307
+    w = rng.standard_normal(np.shape(out))
+    f = load(f"import numpy as np\n\n\ndef f({', '.join(names)}, w):\n"
+             f"    return np.sum(w * {call})\n", "f")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return check_grad(f, [*args, w], tuple(range(len(shapes))) if wrt is None else wrt)
+
+
+CROSS_CASES = [(f"np.cross(x0, x1, axisa={a}, axisb={b}, axisc={c}, axis={ax})", s, t)
+               for a, b, c, ax, s, t in [
+                   (-1, -1, -1, None, (3, 3), (3, 3)), (0, 1, 0, None, (3, 4), (4, 3)),
+                   (0, 0, 1, None, (3, 4), (3, 1)), (1, -1, 0, 0, (3, 4), (3, 4)),
+                   (-1, -1, -1, 1, (4, 3), (1, 3)), (-1, 0, -1, None, (2,), (2, 5)),
+                   (-1, -1, -1, None, (2,), (3,)), (-1, -1, 0, None, (4, 3), (2,)),
+                   (0, -1, -1, None, (2, 4), (4, 2))]]
+
+
+@pytest.mark.parametrize(("call", "sa", "sb"), CROSS_CASES, ids=[c[0] for c in CROSS_CASES])
+def test_cross_with_axis_keywords_and_vectors_of_two(call, sa, sb):
+    _weighted(call, sa, sb)
+
+
+def test_cross_keywords_by_position_and_float32():
+    f = load("import numpy as np\n\n\ndef f(x, y):\n"
+             "    return np.sum(np.cross(x, y, 0, 0, 0) ** 2)\n", "f")
+    x, y = RNG_NP.standard_normal((3, 4)), RNG_NP.standard_normal((3, 4))
+    check_grad(f, [x, y], (0, 1))
+    g = grad(f, wrt=(0, 1))(x.astype(np.float32), np.arange(12).reshape(3, 4))
+    assert g[0].dtype == np.float32 and g[1].dtype == np.float64
+
+
+def test_cross_of_vectors_of_four_is_refused_as_numpy_refuses_them():
+    f = load("import numpy as np\n\n\ndef f(x, y):\n    return np.sum(np.cross(x, y))\n", "f")
+    with pytest.raises(ValueError, match="incompatible dimensions for cross product"):
+        grad(f)(np.ones(4), np.ones(4))
+
+
+EINSUM_CASES = [
+    ("...ij,...jk->...ik", (2, 3), (3, 4)), ("...ij,...jk->...ik", (2, 2, 3), (1, 3, 4)),
+    ("...ij,...jk->...ik", (0, 2, 3), (0, 3, 4)), ("jk...,lj...->lk...", (3, 2), (2, 3, 4)),
+    ("j...k,lj...->lk...", (2, 2, 2), (2, 2, 2)), ("...k,...nk->...", (3, 5), (3, 10, 5)),
+    ("...,...->...", (3,), (2, 3)), ("ijk,lji->lki", (3, 4, 4), (4, 4, 3)),
+    ("ijk,lji,lli->lki", (3, 4, 4), (4, 4, 3), (4, 4, 3)), ("k,nk->", (5,), (10, 5)),
+    ("abcd->bd", (3, 2, 3, 2)), ("ij,k", (3, 4), (3,)), ("ij,jk", (3, 4), (4, 2)),
+    ("Ba,ab", (2, 3), (3, 4)), ("ii->i", (3, 3)), ("ii", (3, 3)), ("iij->ji", (3, 3, 2)),
+    ("i,i->i", (1,), (3,)), ("ij->ji", (1, 1)),
+]
+
+
+@pytest.mark.parametrize(("spec", "shapes"), [(c[0], c[1:]) for c in EINSUM_CASES],
+                         ids=[c[0] for c in EINSUM_CASES])
+def test_einsum_ellipsis_implicit_output_and_diagonals(spec, shapes):
+    names = ", ".join(f"x{i}" for i in range(len(shapes)))
+    _weighted(f"np.einsum({spec!r}, {names})", *shapes)
+
+
+def test_einsum_subscripts_given_as_an_argument():
+    """The subscripts a parameter (not differentiated): as autograd's tests call it."""
+    f = load("import numpy as np\n\n\ndef f(s, x, y):\n"
+             "    return np.sum(np.sin(np.einsum(s, x, y)))\n", "f")
+    check_grad(f, ["...ij,...jk->...ik", RNG_NP.standard_normal((2, 2, 3)),
+                   RNG_NP.standard_normal((3, 4))], (1, 2))
+
+
+def test_einsum_sublist_form():
+    m = load("""
+        import numpy as np
+
+
+        def literal(a, b):
+            return np.sum(np.einsum(a, [0, 1], b, [1, 2], [0, 2]) ** 2)
+
+
+        def given(a, s, b, t):
+            return np.sum(np.einsum(a, s, b, t) ** 2)
+        """)
+    a, b = RNG_NP.standard_normal((2, 3)), RNG_NP.standard_normal((3, 4))
+    check_grad(m.literal, [a, b], (0, 1))
+    check_grad(m.given, [a, (0, 1), b, (1, 2)], (0, 2))
+    check_grad(m.given, [RNG_NP.standard_normal((3, 3)), (0, 0), b, (0, 1)], (0, 2))
+    check_grad(m.given, [RNG_NP.standard_normal((2, 2, 3)), (Ellipsis, 0, 1), b,
+                         (Ellipsis, 1, 2)], (0, 2))
+    # a constant first operand and sublists in names: read as the sublist form when run
+    check_grad(m.given, [a, (0, 1), b, (1, 2)], (2,))
+
+
+def test_einsum_diagonal_keeps_float32():
+    f = load("import numpy as np\n\n\ndef f(x):\n    return np.einsum('ii', x) ** 2\n", "f")
+    g = grad(f)(np.arange(9, dtype=np.float32).reshape(3, 3))
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(g, np.diag([24.0] * 3))
+    np.testing.assert_array_equal(grad(f)(np.arange(9).reshape(3, 3)), np.diag([24.0] * 3))
+
+
+NORM_VECTOR_ORDERS = [None, 1, 2, 3, 0.5, -1.5, np.inf, -np.inf, 0]
+NORM_MATRIX_ORDERS = [None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf]
+NORM_CASES = [(o, s, ax, kd) for kd in (False, True) for o in NORM_VECTOR_ORDERS
+              for s, ax in [((5,), None), ((3, 4), 0), ((2, 3, 4), -1)]] + \
+             [(o, s, ax, kd) for kd in (False, True) for o in NORM_MATRIX_ORDERS
+              for s, ax in [((3, 4), None), ((4, 3), (1, 0)), ((2, 3, 4), (0, 2))]]
+
+
+@pytest.mark.parametrize(("order", "shape", "axis", "keepdims"), NORM_CASES,
+                         ids=[str(c) for c in NORM_CASES])
+def test_norm_of_every_order_axis_and_keepdims(order, shape, axis, keepdims):
+    _weighted(f"np.linalg.norm(x0, {order!r}, {axis!r}, {keepdims})".replace("inf", "np.inf"),
+              shape)
+
+
+@pytest.mark.parametrize(("order", "x", "expected"), [
+    (np.inf, [1.0, -3.0, 3.0, 2.0], [0.0, -0.5, 0.5, 0.0]),  # ties share, as np.max
+    (-np.inf, [1.0, -1.0, 3.0], [0.5, -0.5, 0.0]),
+    (1, [0.0, -2.0], [0.0, -1.0]), (3, [0.0, 0.0], [0.0, 0.0]), (0, [0.0, 2.0], [0.0, 0.0]),
+    (np.inf, [0.0, 0.0], [0.0, 0.0]),
+])
+def test_norm_at_its_kinks(order, x, expected):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, {order!r})\n"
+             .replace("inf", "np.inf"), "f")
+    np.testing.assert_array_equal(grad(f)(np.array(x)), expected)
+
+
+def test_matrix_norm_one_and_inf_split_tied_columns_and_rows():
+    x = np.array([[1.0, -2.0], [2.0, 1.0]])  # column sums 3, 3; row sums 3, 3
+    for order in (1, np.inf):
+        f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, {order})\n"
+                 .replace("inf", "np.inf"), "f")
+        np.testing.assert_array_equal(grad(f)(x), np.sign(x) / 2)
+
+
+@pytest.mark.parametrize(("order", "x", "message"), [
+    (2, np.eye(2), "ord=2) has no derivative where the largest singular value of x is "
+     "repeated"),
+    (-2, np.diag([2.0, 2.0, 3.0]), "ord=-2) has no derivative where the smallest singular "
+     "value of x is repeated or 0"),
+    (-2, np.diag([0.0, 2.0]), "ord=-2) has no derivative where the smallest singular value "
+     "of x is repeated or 0"),
+    ("nuc", np.ones((2, 2)), "ord='nuc') has no derivative where x does not have full rank "
+     "(a singular value is 0)"),
+    (0.5, np.array([0.0, 1.0]), "ord=0.5) has no derivative where an entry of x is 0 (an "
+     "order below 1 has an infinite slope there)"),
+])
+def test_norm_where_it_has_no_derivative_is_refused_at_the_call(order, x, message):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, {order!r})\n",
+             "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(x)
+    assert str(e.value).splitlines()[0].endswith(":5:5: np.linalg.norm(x, " + message)
+
+
+@pytest.mark.parametrize(("order", "matrix"), [(1, True), (np.inf, True), (3, False),
+                                               (-np.inf, False), ("nuc", True), (2, True),
+                                               (-2, True), ("fro", True)])
+def test_norm_keeps_float32_and_gives_float_for_int(order, matrix):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, {order!r})\n"
+             .replace("inf", "np.inf"), "f")
+    x = np.array([[3.0, 1.0], [0.5, 2.0]])
+    if not matrix:
+        x = x.ravel()
+    g = grad(f)(x.astype(np.float32))
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, check_grad(f, [x])[0], rtol=1e-4)
+    assert grad(f)((x * 2).astype(int)).dtype == np.float64
+
+
+OTHER_NP_CASES = [
+    ("np.gradient(x0)", (6,)), ("np.gradient(x0, 0.5)", (6,)),
+    ("np.gradient(x0, edge_order=2)", (6,)), ("np.gradient(x0, 2.0, axis=1, edge_order=2)", (3, 5)),
+    ("np.gradient(x0, axis=0)", (3, 5)), ("np.gradient(x0, axis=-1)", (2,)),
+    ("np.gradient(x0, axis=(0, 1))[1]", (3, 4)),
+    ("np.take(x0, [0, 2, 2])", (3, 2)), ("np.take(x0, [0, 2, -1], axis=1)", (2, 3)),
+    ("np.take(x0, [[0, 4], [5, 1]], mode='wrap')", (3,)),
+    ("np.take(x0, [0, 7], axis=0, mode='clip')", (3, 2)), ("x0.take([1, 1], axis=0)", (3, 2)),
+    ("np.take_along_axis(x0, np.argsort(x0, axis=1), axis=1)", (3, 4)),
+    ("np.take_along_axis(x0, np.array([[0], [2], [1]]), axis=1)", (3, 4)),
+    ("np.take_along_axis(x0, np.array([[0, 0, 1]]), axis=0)", (3, 3)),
+    ("np.take_along_axis(x0, np.array([3, 3, 0]), axis=None)", (2, 2)),
+    *[(f"np.pad(x0, {width}, {mode!r})", (2, 3))
+      for width in ["0", "3", "(3,)", "(3, 2)", "((3, 2),)", "((1, 2), (3, 4))", "[1, 2]"]
+      for mode in ["constant", "edge", "reflect", "symmetric", "wrap"]],
+    ("np.pad(x0, 2, mode='constant', constant_values=(1.0, 2.0))", (3,)),
+    ("np.sort(x0)", (7,)), ("np.sort(x0, axis=0)", (3, 4)), ("np.sort(x0, None)", (3, 4)),
+    ("np.sort(x0, 0, 'heapsort')", (3, 4)), ("np.sort(x0, kind='stable')", (5,)),
+    *[(f"np.partition(x0, {k!r})", (7,)) for k in (0, 3, 6, (1, 4))],
+    ("np.partition(x0, 2, axis=0)", (5, 3)),
+    ("np.average(x0)", (5,)), ("np.average(x0, weights=x1)", (5,), (5,)),
+    ("np.average(x0, 1, x1)", (3, 4), (4,)), ("np.average(x0, axis=0, weights=x1)", (3, 4), (3, 4)),
+    ("np.average(x0, axis=0, weights=x1, keepdims=True)", (3, 4), (3,)),
+    ("np.average(x0, axis=(0, 1))", (3, 4)),
+    ("np.row_stack([x0, x1])", (2, 3), (1, 3)), ("np.row_stack((x0, x1))", (2,), (2,)),
+    ("np.column_stack([x0, x1])", (2,), (2,)), ("np.column_stack([x0, x1])", (2,), (2, 3)),
+    ("np.dstack([x0, x1])", (2,), (2,)), ("np.dstack([x0, x1])", (2, 3), (2, 3, 2)),
+    ("np.append(x0, x1)", (2, 3), (4,)), ("np.append(x0, x1, axis=0)", (2, 3), (1, 3)),
+    ("np.rot90(x0)", (2, 3)), ("np.rot90(x0, 2)", (2, 3)),
+    ("np.rot90(x0, -1, axes=(1, 2))", (2, 3, 4)), ("np.rot90(x0, k=3, axes=(2, 0))", (2, 3, 4)),
+    ("np.select([x0 > 0, x1 > 0], [x0, x1 ** 2])", (3, 4), (3, 4)),
+    ("np.select([x0 > 0, x1 > 0], [x0, x1 ** 2], default=x1)", (3, 4), (3, 4)),
+    ("np.select([x0 > 0], [x1], x0[0])", (3, 4), (4,)),
+    ("np.nan_to_num(np.log(x0))", (4,)), ("np.real_if_close(x0)", (3,)), ("np.angle(x0)", (3,)),
+]
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in log:RuntimeWarning")
+@pytest.mark.parametrize(("call", "shapes"), [(c[0], c[1:]) for c in OTHER_NP_CASES],
+                         ids=[c[0] for c in OTHER_NP_CASES])
+def test_numpy_rules_of_issue_13_against_central_differences(call, shapes):
+    _weighted(call, *shapes)
+
+
+def test_numpy_rules_of_issue_13_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = pytest.importorskip("jax.numpy")
+    x = RNG_NP.standard_normal((3, 4))
+    bodies = ["np.sort(x, axis=0)", "np.pad(x, ((1, 2), (2, 0)), 'reflect')",
+              "np.pad(x, 2, 'symmetric')", "np.pad(x, (1, 3), 'wrap')", "np.rot90(x, 3)",
+              "np.take(x, np.array([0, 3, 3]), axis=1)",
+              "np.average(x, 0, np.arange(1.0, 4.0))",
+              "np.gradient(x, 0.5, axis=0)", "np.cross(x[:, :3], x[:, 1:], axisc=0)",
+              "np.einsum('ii->i', x[:, :3])", "np.linalg.norm(x, 'nuc')",
+              "np.linalg.norm(x, -np.inf, 1)", "np.dstack([x, x ** 2])"]
+    for body in bodies:
+        f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum(np.sin({body}))\n", "f")
+        jf = eval("lambda x: jnp.sum(jnp.sin(" + body.replace("np.", "jnp.") + "))",  # noqa: S307
+                  {"jnp": jnp})
+        np.testing.assert_allclose(grad(f)(x), jax.grad(jf)(jnp.asarray(x)), rtol=1e-10,
+                                   atol=1e-12, err_msg=body)
+
+
+def test_gradient_of_several_axes_unpacked():
+    f = load("import numpy as np\n\n\ndef f(x):\n    gx, gy = np.gradient(x)\n"
+             "    return np.sum(gx * x) + np.sum(gy ** 2)\n", "f")
+    check_grad(f, [RNG_NP.standard_normal((3, 4))])
+
+
+@pytest.mark.parametrize("body", ["np.sort(x)", "np.take(x, [2, 0, 0])",
+                                  "np.pad(x, 1, 'reflect')", "np.gradient(x, axis=0)",
+                                  "np.rot90(x)", "np.average(x, 0, weights=np.arange(1.0, 4.0))"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_numpy_rules_keep_float32_and_give_float_for_int(body, dtype):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum({body} ** 2)\n", "f")
+    x = (np.arange(6).reshape(3, 2) * [1, -2]).astype(dtype)
+    g = grad(f)(x)
+    assert g.dtype == (np.float32 if dtype is np.float32 else np.float64)
+    np.testing.assert_allclose(g, check_grad(f, [x.astype(np.float64)])[0], rtol=1e-5)
+
+
+def test_sort_ties_follow_the_stable_order():
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.sort(x) * np.arange(4.0))\n", "f")
+    np.testing.assert_array_equal(grad(f)(np.array([1.0, 1.0, 0.0, 1.0])), [1.0, 2.0, 0.0, 3.0])
+
+
+def test_pad_constant_values_from_the_input():
+    f = load("import numpy as np\n\n\ndef f(x):\n"
+             "    return np.sum(np.pad(x, ((1, 0), (2, 1)), constant_values=x[0, 0] * 3) ** 2)\n",
+             "f")
+    check_grad(f, [RNG_NP.standard_normal((2, 3))])
+
+
+def test_nan_to_num_replacements_from_the_input():
+    """[x0 + nan, x1 + inf, x2] -> [x2, x2**2, x2]: the replaced entries' gradient goes
+    to the replacements, none to x0 and x1."""
+    f = load("import numpy as np\n\nC = np.array([np.nan, np.inf, 0.0])\n\n\ndef f(x):\n"
+             "    return np.sum(np.nan_to_num(x + C, nan=x[2], posinf=x[2] ** 2) ** 2)\n", "f")
+    np.testing.assert_array_equal(grad(f)(np.array([0.3, -1.0, 0.5])), [0.0, 0.0, 2.5])
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("np.pad(x, 1, 'mean')", "np.pad with mode='mean' is not supported; the modes "
+     "differentiated are 'constant', 'edge', 'reflect', 'symmetric', 'wrap'"),
+    ("np.gradient(x, np.arange(3.0) ** 2)", "np.gradient is differentiated with a uniform "
+     "spacing (a number), not with coordinates (an array)"),
+])
+def test_numpy_rules_refuse_with_the_call_located(body, message):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum({body})\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.ones(3))
+    assert str(e.value).splitlines()[0].endswith(":5:5: " + message)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("np.average(x, weights=x, returned=True)[0]", "np.average(..., returned=...) is not "
+     "supported"),
+    ("np.nan_to_num(x, copy=False)", "np.nan_to_num(..., copy=...) is not supported"),
+    ("np.pad(x, 1, 'reflect', reflect_type='odd')", "np.pad(..., reflect_type=...) is not "
+     "supported"),
+])
+def test_numpy_rules_refuse_keywords_they_lack(body, message):
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum({body})\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.ones(3))
+    assert message in str(e.value).splitlines()[0]
+
+
+def test_gradient_spacing_from_the_input():
+    m = load("""
+        import numpy as np
+
+
+        def one(x, h):
+            return np.sum(np.sin(np.gradient(x, h * 2.0)))
+
+
+        def several(x, h):
+            a, b = np.gradient(x, h)
+            return np.sum(np.sin(a) * b)
+        """)
+    check_grad(m.one, [RNG_NP.standard_normal(5), 0.7], (0, 1))
+    check_grad(m.several, [RNG_NP.standard_normal((3, 4)), 0.7], (0, 1))
+
+
+def test_einsum_optimize_keyword():
+    m = load("""
+        import numpy as np
+
+
+        def string(x, y):
+            return np.sum(np.sin(np.einsum('ij,jk', x, y, optimize=True)))
+
+
+        def sublists(x, y):
+            return np.sum(np.sin(np.einsum(x, [0, 1], y, [1, 2], optimize='greedy')))
+        """)
+    args = [RNG_NP.standard_normal((2, 3)), RNG_NP.standard_normal((3, 4))]
+    check_grad(m.string, args, (0, 1))
+    check_grad(m.sublists, args, (0, 1))
