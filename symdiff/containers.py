@@ -264,6 +264,11 @@ def resolve(low, node):
     return None
 
 
+def part(low, tree: Tree, node):
+    """What ``node`` (a subscript of a call returning ``tree``) reads of it."""
+    return _item(low, tree, node)
+
+
 def _item(low, tree: Tree, node):
     key = static(low, node.slice)
     if isinstance(key, slice) and tree.type is not dict:

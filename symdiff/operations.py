@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import types
 
 import numpy as np
@@ -98,6 +99,17 @@ class Operations:
                        depth=max((v.depth for v in vals.values()), default=0) + CALL_DEPTH)
         return self._array_op(node, row, args)
 
+    def _returns_several(self, node) -> bool:
+        """Whether ``node`` calls a function that returns several values (np.linalg.eigh),
+        found without lowering it."""
+        if not isinstance(node, ast.Call) or isinstance(node.func, ast.Attribute) and \
+                self._is_local_value(node.func.value):
+            return False
+        if isinstance(node.func, ast.Name) and node.func.id in self.env:
+            return False
+        row = rules.lookup(_reference(node.func, self.parsed.namespace))
+        return row is not None and bool(row.outputs)
+
     def _carries_gradient(self, node, row) -> bool:
         """Whether an argument of ``row`` that has a gradient (not a shape or a count, whose
         rule is empty) depends on the differentiated inputs."""
@@ -184,6 +196,15 @@ class Operations:
 
     def _array_op(self, node, row, args, receiver=None) -> Val:
         """An equation for an array operation; its operands become names first."""
+        if row.alone:  # np.linalg.svd(a, compute_uv=False): one value, not several
+            param, code, vjp = row.alone
+            given = args.get(param)
+            if given is not None and literal(given) is NOT_LITERAL:
+                self.fail(given, f"{row.names[0]}'s {param} must be written in the code "
+                          f"(True or False): what the call returns depends on it",
+                          f"{param}={code}")
+            if (ast.unparse(given) if given is not None else row.defaults[param]) == code:
+                row = dataclasses.replace(row, vjp=vjp, outputs=(), alone=())
         operands, statics, codes = [], [], {}
         problems: list = []
         for p, a in args.items():
@@ -194,6 +215,8 @@ class Operations:
         if problems:
             raise SymdiffError(problems=tuple(problems))
         self._refuse_early(node, row, operands, dict(statics))
+        if row.outputs:
+            return self._several(node, row, operands, statics, codes, receiver)
         # The same operation of the same values twice (x[:-1] in two places) is one value:
         # computed once, and its adjoints summed before they are scattered back.
         key = (row.names[0], tuple(operands), tuple(statics))
@@ -223,10 +246,64 @@ class Operations:
                              operands=tuple(operands), statics=tuple(statics)))
         return Val(symbol(out), ast.Name(out, ast.Load()))
 
+    def _several(self, node, row, operands, statics, codes, receiver) -> Val:
+        """A function returning several values (np.linalg.eigh, np.split): it runs once, as
+        a value without gradient, and each output is an equation of its own that reads its
+        part, with its own rule (whose templates read the whole result, ``factors``). The
+        call's value is the tuple (or list) of the outputs, to unpack or index."""
+        count = self._outputs(node, row, dict(statics))
+        code = self._forward_code(node, row, codes, receiver)
+        whole = self.names.fresh("_t", numbered=True)
+        self.bound.add(whole)
+        self.temps.add(whole)
+        inputs = tuple(dict.fromkeys(n for _, n, _ in operands))
+        active = any(i in self.active for i in inputs)
+        self.eqns.append(Eqn(whole, "const", code, self.line, inputs, False, self.where))
+        parts = []
+        for k in range(count):
+            out = self.names.fresh("_t", numbered=True)
+            self.bound.add(out)
+            self.temps.add(out)
+            part = row.part(k)
+            read = ast.Subscript(ast.Name(whole, ast.Load()), ast.Constant(k), ast.Load())
+            if active and any(part.vjp.get(p) for p, _, _ in operands):
+                self.active.add(out)
+                self.eqns.append(Eqn(out, "array", read, self.line, (whole, *inputs), True,
+                                     self.where, op=part, operands=tuple(operands),
+                                     statics=(*statics, ("factors", whole), ("part", str(k)))))
+            else:  # (a sign, a rank: no gradient)
+                self.eqns.append(Eqn(out, "const", read, self.line, (whole,), False,
+                                     self.where))
+            parts.append(out)
+        kind = list if row.outputs[0][0] == "*" else tuple
+        tree = containers.Tree(kind, tuple(range(count)), tuple(parts),
+                               ast.Name(whole, ast.Load()))
+        return Val(None, ast.Name(whole, ast.Load()), value=tree)
+
+    def _outputs(self, node, row, statics) -> int:
+        """How many values ``row``'s call returns: its outputs, or np.split's sections."""
+        name = row.names[0]
+        if name in _MODES:
+            param, allowed = _MODES[name]
+            if _literal(statics.get(param, row.defaults.get(param))) not in allowed:
+                self.fail(node, f"{name} with {param}={statics[param]} is not supported",
+                          f"{param}={allowed[0]!r} (written in the code)")
+        if row.outputs[0][0] != "*":
+            return len(row.outputs)
+        sections = _literal(statics.get("indices_or_sections"))
+        if type(sections) is int and sections > 0:
+            return sections
+        if isinstance(sections, (list, tuple)) and all(type(i) is int for i in sections):
+            return len(sections) + 1
+        self.fail(node, f"{name}'s sections must be written in the code: how many parts it "
+                  "returns depends on them", f"{name}(x, 3) or {name}(x, [2, 5])")
+
     def _argument(self, row, p, a, operands, statics, codes):
         """Parameter ``p`` of an array operation, given as ``a``: an operand (a name), a
         list of operands, or a static argument (code run as written)."""
         if p == row.sequence:
+            if self._returns_several(a):  # np.concatenate(np.split(x, 3)): its parts
+                a = self._parts(a)
             a = containers.as_list(self, a)  # np.stack(ws): its items, [ws[0], ws[1]]
             if not isinstance(a, (ast.List, ast.Tuple)):
                 self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
@@ -253,6 +330,19 @@ class Operations:
             text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
             statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
             codes[p] = code
+
+    def _parts(self, node):
+        """A call returning several values, lowered; a list of its parts (subscripts of
+        the call's name, which reads them)."""
+        tree = self._expr(node).value
+        holder = tree.holder
+        self.trees.setdefault(holder, tree)
+        self.counter += 1
+        key = f"<parts{self.counter}>"
+        self.env[key] = holder
+        return ast.copy_location(ast.List([ast.copy_location(ast.Subscript(
+            ast.Name(key, ast.Load()), ast.Constant(k), ast.Load()), node)
+            for k in tree.keys], ast.Load()), node)
 
     def _refuse_early(self, node, row, operands, statics):
         """What the backward sweep's rule would refuse when called, refused now, where it
@@ -302,6 +392,12 @@ class Operations:
         return ast.Call(func, args, keywords)
 
     def _subscript(self, node) -> Val:
+        if self._returns_several(node.value):  # np.linalg.slogdet(a)[1]
+            tree = self._expr(node.value).value
+            found = containers.part(self, tree, node)
+            if isinstance(found, containers.Tree):
+                return containers.whole(found)
+            return Val(symbol(found), ast.Name(found, ast.Load()))
         found = containers.item(self, node)
         if found is not None:
             return found
@@ -350,6 +446,9 @@ _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "n
 
 
 _UNKNOWN = NOT_LITERAL
+# The parameter that decides what a function returning several values returns, and the
+# values it is differentiated for (np.linalg.qr(a, 'r') returns r alone).
+_MODES = {"np.linalg.qr": ("mode", ("reduced", "complete"))}
 # What always returns a new ndarray (0-d at least): a name bound to one is an array.
 _ARRAY_MAKERS = (np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.full_like,
                  np.eye, np.identity, np.arange, np.linspace)
