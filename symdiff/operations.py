@@ -277,7 +277,7 @@ class Operations:
             parts.append(out)
         kind = list if row.outputs[0][0] == "*" else tuple
         tree = containers.Tree(kind, tuple(range(count)), tuple(parts),
-                               ast.Name(whole, ast.Load()))
+                               ast.Name(whole, ast.Load()), row.names[0])
         return Val(None, ast.Name(whole, ast.Load()), value=tree)
 
     def _outputs(self, node, row, statics) -> int:
