@@ -65,6 +65,8 @@ class Operations:
             self.fail(node, f"{name} is not supported",
                       "the NumPy and math functions in " + COVERAGE)
         positional = list(node.args)
+        if row.names[0] == "scipy.linalg.cho_solve" and positional:
+            positional = [*self._pair(positional[0]), *positional[1:]]
         if getattr(row, "sequence", "") == "operands" and len(positional) > 1:
             # np.einsum(spec, a, b): the operands are the rest of the arguments.
             self._check_einsum(positional, name)
@@ -331,6 +333,18 @@ class Operations:
             statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
             codes[p] = code
 
+    def _pair(self, node) -> list:
+        """cho_solve's (c, lower), as its two arguments: the items of a tuple written out,
+        of a call returning them (cho_factor's), or of a name holding them."""
+        if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+            return node.elts
+        if self._returns_several(node):
+            node = self._parts(node)
+            if len(node.elts) == 2:
+                return node.elts
+        return [ast.copy_location(ast.Subscript(node, ast.Constant(k), ast.Load()), node)
+                for k in (0, 1)]
+
     def _parts(self, node):
         """A call returning several values, lowered; a list of its parts (subscripts of
         the call's name, which reads them)."""
@@ -388,6 +402,8 @@ class Operations:
         args = [codes[p] for p in params[:count]]
         if row.sequence == "operands":
             args = args[:1] + codes["operands"].elts
+        if row.names[0] == "scipy.linalg.cho_solve":  # (c, lower) is one argument
+            args = [ast.Tuple([codes["c"], codes["lower"]], ast.Load()), codes["b"]]
         keywords = [ast.keyword(k.arg, codes[k.arg]) for k in node.keywords]
         return ast.Call(func, args, keywords)
 

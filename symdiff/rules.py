@@ -656,9 +656,26 @@ ARRAY_OPS += (
              note="as np.split"),
 )
 
-A_LSE = A(("scipy.special.logsumexp",), ("a", "axis", "keepdims"),
-          {"a": _UNREDUCE + " * {np}.exp({a} - _unreduce({out}, {a}, {axis}, {keepdims}))"},
-          _RED, note="where SciPy is installed; b= and return_sign= are refused", positional=2)
+_LSE = {"a": _UNREDUCE + " * {np}.exp({a} - _unreduce({out}, {a}, {axis}, {keepdims}))"}
+# (return_sign=True: the values and their signs, 1 without b=)
+# scipy.linalg's Cholesky pair: cho_solve((c, lower), b) takes the pair as its parameters
+# c and lower (the c of cho_factor, or a triangular factor such as np.linalg.cholesky's).
+_CHO_SOLVE = "_cho_solve_grad({g}, {c}, {lower}, {b}, {out}, %d)"
+ARRAY_OPS += (
+    _several(("scipy.linalg.cho_factor",), ("a", "lower"),
+             (("c", {"a": "_cho_factor_grad({g}, {factors})"}), ("lower", {})),
+             {"lower": "False"}, positional=2,
+             note="c, lower = ...: symmetric positive definite a, read from one triangle; "
+             "c outside the factor's triangle has no gradient"),
+    A(("scipy.linalg.cho_solve",), ("c", "lower", "b"),
+      {"c": _CHO_SOLVE % 0, "b": _CHO_SOLVE % 1},
+      note="cho_solve((c, lower), b): c from cho_factor or a triangular factor"),
+)
+
+A_LSE = _several(("scipy.special.logsumexp",), ("a", "axis", "keepdims", "return_sign"),
+                 (("res", _LSE), ("sgn", {})), {**_RED, "return_sign": "False"},
+                 alone=("return_sign", "False", _LSE), positional=2,
+                 note="where SciPy is installed; r, sign = ...(return_sign=True); b= is refused")
 ARRAY_OPS += (A_LSE,)
 
 # Reading by index, x[...]: basic slices, integer arrays (repeats accumulate), boolean masks.
@@ -711,8 +728,8 @@ def resolve_name(dotted: str):
     if not rest:
         return getattr(builtins, head)
     if head == "scipy":
-        obj = importlib.import_module("scipy.special")
-        rest = rest.partition(".")[2]
+        sub, _, rest = rest.partition(".")
+        obj = importlib.import_module("scipy." + sub)
     else:
         obj = _MODULES[head]
     for part in rest.split("."):

@@ -1082,3 +1082,39 @@ def _split_grad(g, ary, factors, part, axis):
     pieces = [g.astype(dtype, copy=False) if j == part else np.zeros(np.shape(p), dtype)
               for j, p in enumerate(factors)]
     return np.concatenate(pieces, axis)
+
+
+def _cho_factor_grad(g, factors):
+    """The adjoint of a from the c of ``scipy.linalg.cho_factor(a, lower)``: with L the
+    factor (a = L L.T), L^-T tril'(L.T gL) L^-1 (tril' halves the diagonal; Murray,
+    "Differentiation of the Cholesky decomposition"), read back into the triangle read."""
+    c, lower = factors
+    g = np.asarray(g)
+    tri = np.tril if lower else np.triu
+    if np.any(g != tri(g)):
+        error = SymdiffError("scipy.linalg.cho_factor's c has no gradient outside the "
+                             f"{'lower' if lower else 'upper'} triangle, which holds the "
+                             "factor: its other entries are not defined")
+        error.hint = "the factor's triangle (np.tril(c) for lower=True, else np.triu(c))"
+        raise error
+    factor, gf = (tri(c), tri(g)) if lower else (tri(c).T, tri(g).T)
+    p = factor.T @ gf
+    p = np.tril(p) - 0.5 * np.diag(np.diagonal(p))
+    m = np.linalg.solve(factor.T, _mT(np.linalg.solve(factor.T, p)))  # (L^-T p L^-1).T
+    return _symmetric_part(_mT(m), "L" if lower else "U")
+
+
+def _cho_solve_grad(g, c, lower, b, x, which):
+    """The adjoint of c (which 0: its factor's triangle) or b (1) from
+    ``x = scipy.linalg.cho_solve((c, lower), b)``: b gets gb = cho_solve((c, lower), g);
+    the factor L (a = L L.T) gets -(gb x.T + x gb.T) L, in its triangle."""
+    from scipy.linalg import cho_solve
+
+    gb = cho_solve((c, lower), g)
+    if which == 1:
+        return gb
+    n = np.shape(c)[-1]
+    ga = -(np.reshape(gb, (n, -1)) @ np.reshape(x, (n, -1)).T)
+    factor = np.tril(c) if lower else np.triu(c).T
+    gl = np.tril((ga + ga.T) @ factor)
+    return gl if lower else gl.T

@@ -125,7 +125,13 @@ CASES = {
                  ("np.sum(np.where(x > y, x, y) ** 2)", (3, 1), (1, 4)),
                  ("np.sum(np.where(x > 0, x, 0.0))", (5,))],
     "scipy.special.logsumexp": [("logsumexp(x)", (5,)),
-                                ("np.sum(logsumexp(x, axis=1) * y)", (3, 4), (3,))],
+                                ("np.sum(logsumexp(x, axis=1) * y)", (3, 4), (3,)),
+                                ("np.sum(logsumexp(x, 0, return_sign=True)[0] * y)",
+                                 (3, 4), (4,))],
+    "scipy.linalg.cho_factor": [("np.sum(np.log(np.diag(scipy.linalg.cho_factor(x @ x.T + "
+                                 "3 * np.eye(3), lower=True)[0])))", (3, 3))],
+    "scipy.linalg.cho_solve": [("np.sum(scipy.linalg.cho_solve(scipy.linalg.cho_factor("
+                                "x @ x.T + 3 * np.eye(3)), y) ** 2)", (3, 3), (3, 2))],
     # Functions returning several values (symmetric or shifted matrices where needed).
     "np.linalg.slogdet": [("np.linalg.slogdet(x + 4 * np.eye(3))[1]", (3, 3)),
                           ("np.sum(np.linalg.slogdet(x + 4 * np.eye(3))[1] * y)", (2, 3, 3),
@@ -151,7 +157,7 @@ CASES = {
                ("np.sum(x[:-1] * x[1:])", (6,))],
 }
 
-HEADER = "import numpy as np\nfrom scipy.special import logsumexp\n"
+HEADER = "import numpy as np\nimport scipy.linalg\nfrom scipy.special import logsumexp\n"
 
 
 def _cases():

@@ -1176,6 +1176,10 @@ EDGE_ARRAYS = {
                     ("np.sum(np.linspace(x, 2 * x, 0))", 2.0)],
     "np.where": [("np.sum(np.where(x > 1, x, 0.0))", np.array(2.0)),
                  ("np.sum(np.where(x > 1, x, 0.0))", np.zeros(0))],
+    "scipy.linalg.cho_factor": [("np.sum(np.diag(scipy.linalg.cho_factor(x)[0]))",
+                                 np.array([[4, 0], [0, 4]]), [[0.25, 0.0], [0.0, 0.25]])],
+    "scipy.linalg.cho_solve": [("np.sum(scipy.linalg.cho_solve((x, True), np.ones(1)))",
+                                np.array([[2.0]]), [[-0.25]])],
     "scipy.special.logsumexp": [("logsumexp(x)", np.ones(1)),
                                 ("logsumexp(x)", np.array([-np.inf, 0.0])),
                                 ("logsumexp(x)", np.array([1000.0, 1000.0]))],
@@ -1228,8 +1232,8 @@ def test_array_row_on_degenerate_operands(body, x, convention):
     """Against JAX (the gradient of the same expression in jax.numpy), or our convention
     where it differs; the gradient has x's shape, as float64 (float32 for float32)."""
     pytest.importorskip("scipy")
-    f = load("import numpy as np\nfrom scipy.special import logsumexp\n\n\n"
-             f"def f(x):\n    return {body}\n", "f")
+    f = load("import numpy as np\nimport scipy.linalg\nfrom scipy.special import logsumexp\n"
+             f"\n\ndef f(x):\n    return {body}\n", "f")
     with np.errstate(all="ignore"):
         ours = grad(f)(x)
     assert np.shape(ours) == np.shape(x)
@@ -1862,7 +1866,6 @@ def values(a):
     return np.sum(w ** 2)
 """)
     with pytest.raises(SymdiffError) as e:
-        m.f.__module__  # (the same module: the line numbers below)
         grad(m.f)(np.diag([1.0, 1.0, 2.0]))
     assert str(e.value).splitlines()[0].endswith(
         ":6:5: np.linalg.eigh's eigenvectors have no gradient here: two eigenvalues are "
@@ -2061,3 +2064,78 @@ def test_several_outputs_keep_float32(body):
     assert g.dtype == np.float32
     np.testing.assert_allclose(g, numeric_grad(f, [x.astype(np.float64)], 0), rtol=2e-3,
                                atol=2e-3)
+
+
+def test_logsumexp_with_its_sign():
+    pytest.importorskip("scipy")
+    m = load("""
+from scipy.special import logsumexp
+import numpy as np
+
+
+def f(a):
+    r, s = logsumexp(a, axis=1, return_sign=True)
+    return np.sum(r * s * np.arange(3.0))
+
+
+def g(a):
+    return logsumexp(a, return_sign=True)[0] ** 2
+
+
+def sign(a, flag):
+    return np.sum(logsumexp(a, return_sign=flag)[0])
+""")
+    a = np.random.default_rng(11).standard_normal((3, 4))
+    check_grad(m.f, [a])
+    check_grad(m.g, [a])
+    with pytest.raises(SymdiffError) as e:
+        grad(m.sign)(a, True)
+    assert str(e.value).splitlines()[0].endswith(
+        ":16:44: scipy.special.logsumexp's return_sign must be written in the code (True or "
+        "False): what the call returns depends on it")
+
+
+def test_cho_factor_and_cho_solve():
+    pytest.importorskip("scipy")
+    m = load("""
+import numpy as np
+import scipy.linalg
+from scipy.linalg import cho_factor, cho_solve
+
+
+def nll(K, y):
+    c = cho_factor(K)
+    alpha = cho_solve(c, y)
+    return 0.5 * np.sum(y * alpha) + np.sum(np.log(np.diag(c[0])))
+
+
+def lower(K, y):
+    c, low = scipy.linalg.cho_factor(K, lower=True)
+    return np.sum(cho_solve((c, low), y) ** 2)
+
+
+def factor(L, y):
+    return np.sum(cho_solve((L, True), y) ** 2)
+
+
+def nested(K, y):
+    return np.sum(cho_solve(cho_factor(K), y) ** 3)
+
+
+def other_triangle(K):
+    c, low = cho_factor(K)
+    return np.sum(c)
+""")
+    rng = np.random.default_rng(12)
+    k = _spd(rng, 4)
+    y = rng.standard_normal(4)
+    for f in (m.nll, m.lower, m.nested):
+        check_grad(f, [k, y], wrt=(0, 1))
+        check_grad(f, [k + rng.standard_normal((4, 4)), y], wrt=(0,))  # one triangle read
+    check_grad(m.nested, [k, rng.standard_normal((4, 2))], wrt=(0, 1))
+    check_grad(m.factor, [np.linalg.cholesky(k), y], wrt=(0, 1))
+    with pytest.raises(SymdiffError) as e:
+        grad(m.other_triangle)(k)
+    assert str(e.value).splitlines()[0].endswith(
+        ":27:5: scipy.linalg.cho_factor's c has no gradient outside the upper triangle, "
+        "which holds the factor: its other entries are not defined")
