@@ -1106,15 +1106,13 @@ def _cho_factor_grad(g, factors):
 
 def _cho_solve_grad(g, c, lower, b, x, which):
     """The adjoint of c (which 0: its factor's triangle) or b (1) from
-    ``x = scipy.linalg.cho_solve((c, lower), b)``: b gets gb = cho_solve((c, lower), g);
+    ``x = scipy.linalg.cho_solve((c, lower), b)``: b gets gb = (L L.T)^-1 g;
     the factor L (a = L L.T) gets -(gb x.T + x gb.T) L, in its triangle."""
-    from scipy.linalg import cho_solve
-
-    gb = cho_solve((c, lower), g)
+    factor = np.tril(c) if lower else np.triu(c).T
+    gb = np.linalg.solve(factor.T, np.linalg.solve(factor, g))
     if which == 1:
         return gb
     n = np.shape(c)[-1]
     ga = -(np.reshape(gb, (n, -1)) @ np.reshape(x, (n, -1)).T)
-    factor = np.tril(c) if lower else np.triu(c).T
     gl = np.tril((ga + ga.T) @ factor)
     return gl if lower else gl.T
