@@ -110,7 +110,14 @@ class Operations:
         if isinstance(node.func, ast.Name) and node.func.id in self.env:
             return False
         row = rules.lookup(_reference(node.func, self.parsed.namespace))
-        return row is not None and bool(row.outputs)
+        if row is None or not row.outputs:
+            return False
+        if row.alone:  # logsumexp(x)[0], svd(a, compute_uv=False)[0]: an array's entries
+            given = {**dict(zip(row.params, node.args, strict=False)),
+                     **{k.arg: k.value for k in node.keywords}}
+            param, code, _ = row.alone
+            return (ast.unparse(given[param]) if param in given else row.defaults[param]) != code
+        return True
 
     def _carries_gradient(self, node, row) -> bool:
         """Whether an argument of ``row`` that has a gradient (not a shape or a count, whose

@@ -2139,3 +2139,13 @@ def other_triangle(K):
     assert str(e.value).splitlines()[0].endswith(
         ":27:5: scipy.linalg.cho_factor's c has no gradient outside the upper triangle, "
         "which holds the factor: its other entries are not defined")
+
+
+def test_indexing_what_a_call_returns_alone_reads_its_entries():
+    """logsumexp without return_sign and svd with compute_uv=False return one array:
+    [0] of them is its first entry, not an output."""
+    pytest.importorskip("scipy")
+    f = load("import numpy as np\nfrom scipy.special import logsumexp\n\n\ndef f(x):\n"
+             "    return logsumexp(x, axis=1)[0] + np.linalg.svd(x, compute_uv=False)[1] + "
+             "logsumexp(x, return_sign=True)[0]\n", "f")
+    check_grad(f, [np.random.default_rng(13).standard_normal((3, 4))])
