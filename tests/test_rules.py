@@ -2019,7 +2019,7 @@ def whole(x):
     return np.sum(np.stack([parts[1], parts[2]]) ** 2) + np.sum(np.concatenate(parts) ** 3)
 
 def direct(x):
-    return np.sum(np.concatenate(np.hsplit(x, 2), axis=0) ** 3 * np.arange(3.0))
+    return np.sum(np.concatenate(np.hsplit(x, 2), axis=0) ** 3 * np.arange(2.0))
 
 def loop(x):
     parts = np.vsplit(x, 3)
