@@ -38,6 +38,7 @@ class Tree:
     keys: tuple
     items: tuple
     path: ast.expr
+    returned_by: str = ""  # the function whose values these are (np.linalg.eigh), if any
 
     @property
     def text(self) -> str:
@@ -224,6 +225,10 @@ def whole(tree: Tree):
 
 
 def refuse_whole(low, node, tree: Tree):
+    if tree.returned_by:
+        low.fail(node, f"{ast.unparse(node)} holds the {len(tree.items)} values "
+                 f"{tree.returned_by} returns, used here as a whole, which symdiff does not "
+                 "differentiate", "unpack them (a, b = ...), or read one by its index")
     low.fail(node, f"{_said(node, tree)} is {tree.what()} being differentiated, used here "
              "as a whole, which symdiff does not differentiate",
              f"read its items ({_example(tree)}), unpack it, loop over it, or pass it to a "
@@ -262,6 +267,11 @@ def resolve(low, node):
             return None
         return _item(low, tree, node)
     return None
+
+
+def part(low, tree: Tree, node):
+    """What ``node`` (a subscript of a call returning ``tree``) reads of it."""
+    return _item(low, tree, node)
 
 
 def _item(low, tree: Tree, node):

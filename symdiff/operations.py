@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import types
 
 import numpy as np
@@ -64,6 +65,8 @@ class Operations:
             self.fail(node, f"{name} is not supported",
                       "the NumPy and math functions in " + COVERAGE)
         positional = list(node.args)
+        if row.names[0] == "scipy.linalg.cho_solve" and positional:
+            positional = [*self._pair(positional[0]), *positional[1:]]
         if getattr(row, "sequence", "") == "operands" and len(positional) > 1:
             # np.einsum(spec, a, b): the operands are the rest of the arguments; in the
             # sublist form, einsum(a, [0, 1], b, [1, 2]), all of them (and spec None).
@@ -112,6 +115,24 @@ class Operations:
             return Val(expr, code, calls,
                        depth=max((v.depth for v in vals.values()), default=0) + CALL_DEPTH)
         return self._array_op(node, row, args)
+
+    def _returns_several(self, node) -> bool:
+        """Whether ``node`` calls a function that returns several values (np.linalg.eigh),
+        found without lowering it."""
+        if not isinstance(node, ast.Call) or isinstance(node.func, ast.Attribute) and \
+                self._is_local_value(node.func.value):
+            return False
+        if isinstance(node.func, ast.Name) and node.func.id in self.env:
+            return False
+        row = rules.lookup(_reference(node.func, self.parsed.namespace))
+        if row is None or not row.outputs:
+            return False
+        if row.alone:  # logsumexp(x)[0], svd(a, compute_uv=False)[0]: an array's entries
+            given = {**dict(zip(row.params, node.args, strict=False)),
+                     **{k.arg: k.value for k in node.keywords}}
+            param, code, _ = row.alone
+            return (ast.unparse(given[param]) if param in given else row.defaults[param]) != code
+        return True
 
     def _carries_gradient(self, node, row) -> bool:
         """Whether an argument of ``row`` that has a gradient (not a shape or a count, whose
@@ -195,6 +216,15 @@ class Operations:
 
     def _array_op(self, node, row, args, receiver=None) -> Val:
         """An equation for an array operation; its operands become names first."""
+        if row.alone:  # np.linalg.svd(a, compute_uv=False): one value, not several
+            param, code, vjp = row.alone
+            given = args.get(param)
+            if given is not None and literal(given) is NOT_LITERAL:
+                self.fail(given, f"{row.names[0]}'s {param} must be written in the code "
+                          f"(True or False): what the call returns depends on it",
+                          f"{param}={code}")
+            if (ast.unparse(given) if given is not None else row.defaults[param]) == code:
+                row = dataclasses.replace(row, vjp=vjp, outputs=(), alone=())
         operands, statics, codes = [], [], {}
         problems: list = []
         for p, a in args.items():
@@ -205,6 +235,8 @@ class Operations:
         if problems:
             raise SymdiffError(problems=tuple(problems))
         self._refuse_early(node, row, operands, dict(statics))
+        if row.outputs:
+            return self._several(node, row, operands, statics, codes, receiver)
         # The same operation of the same values twice (x[:-1] in two places) is one value:
         # computed once, and its adjoints summed before they are scattered back.
         key = (row.names[0], tuple(operands), tuple(statics))
@@ -234,10 +266,64 @@ class Operations:
                              operands=tuple(operands), statics=tuple(statics)))
         return Val(symbol(out), ast.Name(out, ast.Load()))
 
+    def _several(self, node, row, operands, statics, codes, receiver) -> Val:
+        """A function returning several values (np.linalg.eigh, np.split): it runs once, as
+        a value without gradient, and each output is an equation of its own that reads its
+        part, with its own rule (whose templates read the whole result, ``factors``). The
+        call's value is the tuple (or list) of the outputs, to unpack or index."""
+        count = self._outputs(node, row, dict(statics))
+        code = self._forward_code(node, row, codes, receiver)
+        whole = self.names.fresh("_t", numbered=True)
+        self.bound.add(whole)
+        self.temps.add(whole)
+        inputs = tuple(dict.fromkeys(n for _, n, _ in operands))
+        active = any(i in self.active for i in inputs)
+        self.eqns.append(Eqn(whole, "const", code, self.line, inputs, False, self.where))
+        parts = []
+        for k in range(count):
+            out = self.names.fresh("_t", numbered=True)
+            self.bound.add(out)
+            self.temps.add(out)
+            part = row.part(k)
+            read = ast.Subscript(ast.Name(whole, ast.Load()), ast.Constant(k), ast.Load())
+            if active and any(part.vjp.get(p) for p, _, _ in operands):
+                self.active.add(out)
+                self.eqns.append(Eqn(out, "array", read, self.line, (whole, *inputs), True,
+                                     self.where, op=part, operands=tuple(operands),
+                                     statics=(*statics, ("factors", whole), ("part", str(k)))))
+            else:  # (a sign, a rank: no gradient)
+                self.eqns.append(Eqn(out, "const", read, self.line, (whole,), False,
+                                     self.where))
+            parts.append(out)
+        kind = list if row.outputs[0][0] == "*" else tuple
+        tree = containers.Tree(kind, tuple(range(count)), tuple(parts),
+                               ast.Name(whole, ast.Load()), row.names[0])
+        return Val(None, ast.Name(whole, ast.Load()), value=tree)
+
+    def _outputs(self, node, row, statics) -> int:
+        """How many values ``row``'s call returns: its outputs, or np.split's sections."""
+        name = row.names[0]
+        if name in _MODES:
+            param, allowed = _MODES[name]
+            if _literal(statics.get(param, row.defaults.get(param))) not in allowed:
+                self.fail(node, f"{name} with {param}={statics[param]} is not supported",
+                          f"{param}={allowed[0]!r} (written in the code)")
+        if row.outputs[0][0] != "*":
+            return len(row.outputs)
+        sections = _literal(statics.get("indices_or_sections"))
+        if type(sections) is int and sections > 0:
+            return sections
+        if isinstance(sections, (list, tuple)) and all(type(i) is int for i in sections):
+            return len(sections) + 1
+        self.fail(node, f"{name}'s sections must be written in the code: how many parts it "
+                  "returns depends on them", f"{name}(x, 3) or {name}(x, [2, 5])")
+
     def _argument(self, row, p, a, operands, statics, codes):
         """Parameter ``p`` of an array operation, given as ``a``: an operand (a name), a
         list of operands, or a static argument (code run as written)."""
         if p == row.sequence:
+            if self._returns_several(a):  # np.concatenate(np.split(x, 3)): its parts
+                a = self._parts(a)
             a = containers.as_list(self, a)  # np.stack(ws): its items, [ws[0], ws[1]]
             if not isinstance(a, (ast.List, ast.Tuple)):
                 self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
@@ -269,6 +355,31 @@ class Operations:
             text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
             statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
             codes[p] = code
+
+    def _pair(self, node) -> list:
+        """cho_solve's (c, lower), as its two arguments: the items of a tuple written out,
+        of a call returning them (cho_factor's), or of a name holding them."""
+        if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+            return node.elts
+        if self._returns_several(node):
+            node = self._parts(node)
+            if len(node.elts) == 2:
+                return node.elts
+        return [ast.copy_location(ast.Subscript(node, ast.Constant(k), ast.Load()), node)
+                for k in (0, 1)]
+
+    def _parts(self, node):
+        """A call returning several values, lowered; a list of its parts (subscripts of
+        the call's name, which reads them)."""
+        tree = self._expr(node).value
+        holder = tree.holder
+        self.trees.setdefault(holder, tree)
+        self.counter += 1
+        key = f"<parts{self.counter}>"
+        self.env[key] = holder
+        return ast.copy_location(ast.List([ast.copy_location(ast.Subscript(
+            ast.Name(key, ast.Load()), ast.Constant(k), ast.Load()), node)
+            for k in tree.keys], ast.Load()), node)
 
     def _refuse_early(self, node, row, operands, statics):
         """What the backward sweep's rule would refuse when called, refused now, where it
@@ -316,10 +427,18 @@ class Operations:
             sublists = isinstance(codes["subscripts"], ast.Constant) and \
                 codes["subscripts"].value is None
             args = args[:0 if sublists else 1] + codes["operands"].elts
+        if row.names[0] == "scipy.linalg.cho_solve":  # (c, lower) is one argument
+            args = [ast.Tuple([codes["c"], codes["lower"]], ast.Load()), codes["b"]]
         keywords = [ast.keyword(k.arg, codes[k.arg]) for k in node.keywords]
         return ast.Call(func, args, keywords)
 
     def _subscript(self, node) -> Val:
+        if self._returns_several(node.value):  # np.linalg.slogdet(a)[1]
+            tree = self._expr(node.value).value
+            found = containers.part(self, tree, node)
+            if isinstance(found, containers.Tree):
+                return containers.whole(found)
+            return Val(symbol(found), ast.Name(found, ast.Load()))
         found = containers.item(self, node)
         if found is not None:
             return found
@@ -368,6 +487,9 @@ _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "n
 
 
 _UNKNOWN = NOT_LITERAL
+# The parameter that decides what a function returning several values returns, and the
+# values it is differentiated for (np.linalg.qr(a, 'r') returns r alone).
+_MODES = {"np.linalg.qr": ("mode", ("reduced", "complete"))}
 # What always returns a new ndarray (0-d at least): a name bound to one is an array.
 _ARRAY_MAKERS = (np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.full_like,
                  np.eye, np.identity, np.arange, np.linspace)

@@ -351,10 +351,25 @@ class ArrayOp:
     note: str = ""
     positional: int = 99  # how many parameters NumPy takes by position here
     by_ndim: dict[tuple[int, ...], dict[str, str]] = field(default_factory=dict)
+    # A function that returns several values (a tuple, or np.split's list): each output's
+    # name and templates; a template also sees ``{factors}``, the whole result, run once
+    # without gradient. No templates: the output carries no gradient (a sign, a rank).
+    # One output of several names ("*") stands for each of a list whose length the
+    # sections give. ``alone`` (a parameter, its code, templates): written so, the call
+    # returns one value, with these templates (np.linalg.svd(a, compute_uv=False): s).
+    outputs: tuple[tuple[str, dict[str, str]], ...] = ()
+    alone: tuple = ()
 
     @property
     def optional(self) -> int:
         return len(self.defaults)
+
+    def part(self, k: int) -> ArrayOp:
+        """The rule of output ``k`` of a function returning several values: its operands'
+        templates, which read ``{factors}`` (the whole result) and ``{part}`` (k)."""
+        name, vjp = self.outputs[min(k, len(self.outputs) - 1)]
+        return ArrayOp(self.names, (*self.params, "factors", "part"), vjp, self.defaults,
+                       note=f"{self.names[0]}'s {name}")
 
 
 E = Elementwise
@@ -989,9 +1004,89 @@ ARRAY_OPS += (
       note="1 where finite, 0 where replaced; copy= refused"),
 )
 
-A_LSE = A(("scipy.special.logsumexp",), ("a", "axis", "keepdims"),
-          {"a": _UNREDUCE + " * {np}.exp({a} - _unreduce({out}, {a}, {axis}, {keepdims}))"},
-          _RED, note="where SciPy is installed; b= and return_sign= are refused", positional=2)
+# Functions that return several values (np.linalg.eigh's w, v; np.split's parts): the call
+# runs once, without gradient, and each output used reads its part, with a rule of its own.
+
+
+def _several(names, params, outputs, defaults=None, **more) -> ArrayOp:
+    """The row of a function returning several values; its ``vjp`` (which parameters are
+    operands) is the first template each parameter has among the outputs'."""
+    vjp: dict[str, str] = {}
+    for _, templates in outputs:
+        for p, t in templates.items():
+            vjp.setdefault(p, t)
+    return A(names, params, vjp, defaults or {}, outputs=outputs, **more)
+
+
+_NOT_DIFFERENTIATED = "_no_gradient({g}, 'np.linalg.lstsq', '%s', 'its solution x alone')"
+_SPLIT = "_split_grad({g}, {ary}, {factors}, {part}, %s)"
+ARRAY_OPS += (
+    _several(("np.linalg.slogdet",), ("a",),
+             (("sign", {}), ("logabsdet", {"a": "_slogdet_grad({g}, {a})"})),
+             note="sign, logabsdet = ...: the sign has no gradient; stacks of matrices"),
+    _several(("np.linalg.eigh",), ("a", "UPLO"),
+             (("eigenvalues", {"a": "_eigh_grad({g}, {factors}, {UPLO}, 0)"}),
+              ("eigenvectors", {"a": "_eigh_grad({g}, {factors}, {UPLO}, 1)"})),
+             {"UPLO": "'L'"}, note="w, v = ...: symmetric a, read from one triangle as "
+             "NumPy reads it; the eigenvectors where the eigenvalues are distinct; stacks"),
+    A(("np.linalg.eigvalsh",), ("a", "UPLO"), {"a": "_eigvalsh_grad({g}, {a}, {UPLO})"},
+      {"UPLO": "'L'"}, note="read from one triangle, as NumPy reads it; stacks"),
+    _several(("np.linalg.svd",), ("a", "full_matrices", "compute_uv", "hermitian"),
+             (("u", {"a": "_svd_grad({g}, {factors}, 0)"}),
+              ("s", {"a": "_svd_grad({g}, {factors}, 1)"}),
+              ("vh", {"a": "_svd_grad({g}, {factors}, 2)"})),
+             {"full_matrices": "True", "compute_uv": "True", "hermitian": "False"},
+             alone=("compute_uv", "False", {"a": "_svdvals_grad({g}, {a})"}),
+             note="u, s, vh = ...: u and vh where the singular values are distinct and not "
+             "zero (full_matrices=False, or a square a); compute_uv=False: s; stacks"),
+    _several(("np.linalg.qr",), ("a", "mode"),
+             (("q", {"a": "_qr_grad({g}, {factors}, 0)"}),
+              ("r", {"a": "_qr_grad({g}, {factors}, 1)"})), {"mode": "'reduced'"},
+             note="q, r = ...: a with at least as many rows as columns, mode 'reduced'; stacks"),
+    _several(("np.linalg.lstsq",), ("a", "b", "rcond"),
+             (("x", {"a": "_lstsq_grad({g}, {a}, {b}, {factors}, 0)",
+                     "b": "_lstsq_grad({g}, {a}, {b}, {factors}, 1)"}),
+              ("residuals", {"a": _NOT_DIFFERENTIATED % "residuals",
+                             "b": _NOT_DIFFERENTIATED % "residuals"}),
+              ("rank", {}),
+              ("s", {"a": _NOT_DIFFERENTIATED % "singular values"})), {"rcond": "None"},
+             note="x, residuals, rank, s = ...: x, for a of full column rank; the rank has "
+             "no gradient; residuals and s are refused"),
+    _several(("np.split",), ("ary", "indices_or_sections", "axis"),
+             (("*", {"ary": _SPLIT % "{axis}"}),), {"axis": "0"},
+             note="a list of parts: sections a number or a list of indices written in the "
+             "code"),
+    _several(("np.array_split",), ("ary", "indices_or_sections", "axis"),
+             (("*", {"ary": _SPLIT % "{axis}"}),), {"axis": "0"},
+             note="as np.split"),
+    _several(("np.hsplit",), ("ary", "indices_or_sections"), (("*", {"ary": _SPLIT % "'h'"}),),
+             note="as np.split"),
+    _several(("np.vsplit",), ("ary", "indices_or_sections"), (("*", {"ary": _SPLIT % "'v'"}),),
+             note="as np.split"),
+    _several(("np.dsplit",), ("ary", "indices_or_sections"), (("*", {"ary": _SPLIT % "'d'"}),),
+             note="as np.split"),
+)
+
+_LSE = {"a": _UNREDUCE + " * {np}.exp({a} - _unreduce({out}, {a}, {axis}, {keepdims}))"}
+# (return_sign=True: the values and their signs, 1 without b=)
+# scipy.linalg's Cholesky pair: cho_solve((c, lower), b) takes the pair as its parameters
+# c and lower (the c of cho_factor, or a triangular factor such as np.linalg.cholesky's).
+_CHO_SOLVE = "_cho_solve_grad({g}, {c}, {lower}, {b}, {out}, %d)"
+ARRAY_OPS += (
+    _several(("scipy.linalg.cho_factor",), ("a", "lower"),
+             (("c", {"a": "_cho_factor_grad({g}, {factors})"}), ("lower", {})),
+             {"lower": "False"}, positional=2,
+             note="c, lower = ...: symmetric positive definite a, read from one triangle; "
+             "c outside the factor's triangle has no gradient"),
+    A(("scipy.linalg.cho_solve",), ("c", "lower", "b"),
+      {"c": _CHO_SOLVE % 0, "b": _CHO_SOLVE % 1},
+      note="cho_solve((c, lower), b): c from cho_factor or a triangular factor"),
+)
+
+A_LSE = _several(("scipy.special.logsumexp",), ("a", "axis", "keepdims", "return_sign"),
+                 (("res", _LSE), ("sgn", {})), {**_RED, "return_sign": "False"},
+                 alone=("return_sign", "False", _LSE), positional=2,
+                 note="where SciPy is installed; r, sign = ...(return_sign=True); b= is refused")
 ARRAY_OPS += (A_LSE,)
 
 # Reading by index, x[...]: basic slices, integer arrays (repeats accumulate), boolean masks.

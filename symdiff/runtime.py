@@ -1628,3 +1628,225 @@ def _gradient_spacing_grad(g, out, spacing):
     slope of each entry in h is -entry / h."""
     parts = (g, out) if not isinstance(out, (list, tuple)) else (list(g), list(out))
     return -np.sum(np.multiply(*parts)) / spacing
+
+# --- Functions returning several values: np.linalg.slogdet, eigh, svd, qr, lstsq, np.split ---
+#
+# The decomposition runs once in the forward sweep (``factors``, its whole result); each
+# output used has an adjoint of its own, and the operand's adjoint is their sum (the joint
+# vector-Jacobian product is linear in the outputs' adjoints).
+
+
+def _mT(a):
+    """The last two axes swapped: the transpose of each matrix of a stack."""
+    return np.swapaxes(a, -1, -2)
+
+
+def _slogdet_grad(g, a):
+    """The adjoint of log|det a|: g * inv(a).T, as the solve of a.T X = g I."""
+    a = np.asarray(a)
+    g = np.asarray(g)[..., None, None]
+    eye = np.eye(a.shape[-1], dtype=np.result_type(a.dtype, g.dtype, np.float32))
+    return np.linalg.solve(_mT(a), g * eye)
+
+
+def _distinct(values, what, noun, hint):
+    """Refuse where two of ``values`` (sorted along the last axis) are equal to within
+    sqrt(eps) of the largest: the vectors that go with them are not unique there, and
+    their adjoint divides by the gap."""
+    values = np.asarray(values)
+    if values.shape[-1] < 2:
+        return
+    eps = np.finfo(values.dtype if values.dtype.kind == "f" else np.float64).eps
+    scale = np.max(np.abs(values), axis=-1, keepdims=True)
+    gaps = np.abs(np.diff(values, axis=-1))
+    if np.any(gaps <= np.sqrt(eps) * scale):
+        error = SymdiffError(f"{what} have no gradient here: two {noun} are equal "
+                             f"(closer than {np.sqrt(eps):.1e} times the largest), so the "
+                             "vectors that go with them are not unique")
+        error.hint = hint
+        raise error
+
+
+def _symmetric_part(m, uplo):
+    """The adjoint of a symmetric matrix read from one triangle (np.linalg.eigh reads the
+    lower one, UPLO='L', or the upper one): the diagonal of ``m``, and m + m.T on the
+    triangle read, 0 on the other (which the function never reads)."""
+    both = m + _mT(m)
+    n = m.shape[-1]
+    read = np.tril(np.ones((n, n), bool), -1) if uplo in ("L", "l") else \
+        np.triu(np.ones((n, n), bool), 1)
+    return np.where(read, both, 0.0) + m * np.eye(n, dtype=bool)
+
+
+def _eigh_grad(g, factors, uplo, part):
+    """The adjoint of a, from output ``part`` of ``np.linalg.eigh(a)`` (0: the eigenvalues
+    w, 1: the eigenvectors v): v (diag(g) + F * (v.T g)) v.T, F[i, j] = 1 / (w[j] - w[i])
+    off the diagonal, read back into the triangle eigh reads."""
+    w, v = factors
+    g = np.asarray(g)
+    if part == 0:
+        inner = g[..., None, :] * v
+    else:
+        _distinct(w, "np.linalg.eigh's eigenvectors", "eigenvalues", "a function of the "
+                  "eigenvalues alone (np.linalg.eigvalsh), or a point whose eigenvalues are "
+                  "distinct")
+        gap = w[..., None, :] - w[..., :, None]
+        n = w.shape[-1]
+        f = np.where(np.eye(n, dtype=bool), 0.0, 1.0 / np.where(np.eye(n, dtype=bool), 1.0,
+                                                              gap))
+        inner = v @ (f * (_mT(v) @ g))
+    return _symmetric_part(inner @ _mT(v), uplo)
+
+
+def _eigvalsh_grad(g, a, uplo):
+    """The adjoint of ``np.linalg.eigvalsh(a)``: v diag(g) v.T, read back into the
+    triangle it reads."""
+    return _eigh_grad(g, np.linalg.eigh(a, uplo), uplo, 0)
+
+
+def _svd_grad(g, factors, part):
+    """The adjoint of a from output ``part`` of ``np.linalg.svd(a)`` (0: u, 1: s, 2: vh),
+    as in Townsend's "Differentiating the singular value decomposition": with
+    F[i, j] = 1 / (s[j]**2 - s[i]**2) off the diagonal,
+    u ((F * (u.T gu - gu.T u)) s + diag(gs) + s (F * (v.T gv - gv.T v))) v.T
+    + (I - u u.T) gu / s v.T + u / s gv.T (I - v v.T)."""
+    u, s, vh = factors
+    m, n = u.shape[-2], vh.shape[-1]
+    k = s.shape[-1]
+    g = np.asarray(g)
+    if part == 0 and u.shape[-1] != k or part == 2 and vh.shape[-2] != k:
+        which = "u" if part == 0 else "vh"
+        error = SymdiffError(f"np.linalg.svd with full_matrices=True of a matrix that is not "
+                             f"square: the columns of {which} past the first min(m, n) "
+                             "have no gradient")
+        error.hint = "np.linalg.svd(a, full_matrices=False)"
+        raise error
+    u, vh = u[..., :, :k], vh[..., :k, :]
+    v = _mT(vh)
+    if part == 1:
+        return (u * g[..., None, :]) @ vh
+    _distinct(s[..., ::-1], "np.linalg.svd's singular vectors", "singular values",
+              "the singular values "
+              "alone (np.linalg.svd(a, compute_uv=False)), or a point whose singular values "
+              "are distinct and not zero")
+    if m != n and np.any(s <= np.sqrt(np.finfo(s.dtype).eps) * np.max(s, -1, keepdims=True)):
+        # (the columns of u or v past the first k are then not unique either)
+        error = SymdiffError("np.linalg.svd's singular vectors of a matrix that is not "
+                             "square have no gradient here: a singular value is 0")
+        error.hint = "a point whose singular values are distinct and not zero"
+        raise error
+    s2 = s**2
+    eye = np.eye(k, dtype=bool)
+    f = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, s2[..., None, :] - s2[..., :, None]))
+    if part == 0:
+        j = _mT(u) @ g
+        inner = (f * (j - _mT(j))) * s[..., None, :]
+        rest = (g - u @ j) / s[..., None, :] @ vh if m > k else 0.0
+    else:
+        gv = _mT(g)
+        j = vh @ gv
+        inner = s[..., :, None] * (f * (j - _mT(j)))
+        rest = (u / s[..., None, :]) @ _mT(gv - v @ j) if n > k else 0.0
+    return u @ inner @ vh + rest
+
+
+def _svdvals_grad(g, a):
+    """The adjoint of ``np.linalg.svd(a, compute_uv=False)``: u diag(g) vh."""
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    return (u * np.asarray(g)[..., None, :]) @ vh
+
+
+def _qr_grad(g, factors, part):
+    """The adjoint of a (m >= n) from output ``part`` of ``np.linalg.qr(a)`` (0: q, 1: r):
+    with M = r gr.T - gq.T q, (gq + q copyltu(M)) r^-T, copyltu(M) the lower triangle of M
+    mirrored onto the upper (Seeger et al., "Auto-differentiating linear algebra")."""
+    q, r = factors
+    m, n = q.shape[-2], r.shape[-1]
+    if q.shape[-1] != n or m < n:
+        error = SymdiffError(f"np.linalg.qr is differentiated for a matrix with at least as "
+                             f"many rows as columns, in the reduced mode (here q is "
+                             f"{q.shape[-2]}x{q.shape[-1]} and r {r.shape[-2]}x{n})")
+        error.hint = "np.linalg.qr(a) of a tall or square a"
+        raise error
+    g = np.asarray(g)
+    gq, m_ = (g, -(_mT(g) @ q)) if part == 0 else (0.0, r @ _mT(g))
+    low = np.tril(m_)
+    mirrored = low + _mT(np.tril(m_, -1))
+    b = gq + q @ mirrored
+    return _mT(np.linalg.solve(r, _mT(b)))
+
+
+def _lstsq_grad(g, a, b, factors, which):
+    """The adjoint of a (which 0) or b (1) from x of ``np.linalg.lstsq(a, b)``, a of full
+    column rank: with z = (a.T a)^-1 gx (two triangular solves with a's r), b gets a z
+    and a gets (b - a x) z.T - (a z) x.T."""
+    x, rank = factors[0], factors[2]
+    a = np.asarray(a, dtype=np.result_type(a, np.float32))
+    m, n = a.shape
+    if rank < n:
+        error = SymdiffError(f"np.linalg.lstsq's solution is differentiated where a has "
+                             f"full column rank (here rank {rank} of {n} columns)")
+        error.hint = "a with independent columns (and at least as many rows)"
+        raise error
+    g = np.asarray(g)
+    r = np.linalg.qr(a, mode="r")
+    gm = g.reshape(n, -1)
+    z = np.linalg.solve(r, np.linalg.solve(_mT(r), gm))
+    db = a @ z
+    if which == 1:
+        return db.reshape(np.shape(b))
+    residual = np.asarray(b).reshape(m, -1) - a @ x.reshape(n, -1)
+    return residual @ _mT(z) - db @ _mT(x.reshape(n, -1))
+
+
+def _no_gradient(g, name, output, hint):
+    """The adjoint of an output that symdiff does not differentiate: refused."""
+    error = SymdiffError(f"{name}'s {output} is not differentiated")
+    error.hint = hint
+    raise error
+
+
+def _split_grad(g, ary, factors, part, axis):
+    """The adjoint of ``ary`` from part ``part`` of np.split(ary, ..., axis) (and
+    array_split, hsplit 'h', vsplit 'v', dsplit 'd'): g in its place, zeros elsewhere."""
+    ndim = np.ndim(ary)
+    axis = {"h": 1 if ndim > 1 else 0, "v": 0, "d": 2}.get(axis, axis)
+    g = np.asarray(g)
+    dtype = np.result_type(g.dtype, np.float32) if g.dtype.kind != "f" else g.dtype
+    pieces = [g.astype(dtype, copy=False) if j == part else np.zeros(np.shape(p), dtype)
+              for j, p in enumerate(factors)]
+    return np.concatenate(pieces, axis)
+
+
+def _cho_factor_grad(g, factors):
+    """The adjoint of a from the c of ``scipy.linalg.cho_factor(a, lower)``: with L the
+    factor (a = L L.T), L^-T tril'(L.T gL) L^-1 (tril' halves the diagonal; Murray,
+    "Differentiation of the Cholesky decomposition"), read back into the triangle read."""
+    c, lower = factors
+    g = np.asarray(g)
+    tri = np.tril if lower else np.triu
+    if np.any(g != tri(g)):
+        error = SymdiffError("scipy.linalg.cho_factor's c has no gradient outside the "
+                             f"{'lower' if lower else 'upper'} triangle, which holds the "
+                             "factor: its other entries are not defined")
+        error.hint = "the factor's triangle (np.tril(c) for lower=True, else np.triu(c))"
+        raise error
+    factor, gf = (tri(c), tri(g)) if lower else (tri(c).T, tri(g).T)
+    p = factor.T @ gf
+    p = np.tril(p) - 0.5 * np.diag(np.diagonal(p))
+    m = np.linalg.solve(factor.T, _mT(np.linalg.solve(factor.T, p)))  # (L^-T p L^-1).T
+    return _symmetric_part(_mT(m), "L" if lower else "U")
+
+
+def _cho_solve_grad(g, c, lower, b, x, which):
+    """The adjoint of c (which 0: its factor's triangle) or b (1) from
+    ``x = scipy.linalg.cho_solve((c, lower), b)``: b gets gb = (L L.T)^-1 g;
+    the factor L (a = L L.T) gets -(gb x.T + x gb.T) L, in its triangle."""
+    factor = np.tril(c) if lower else np.triu(c).T
+    gb = np.linalg.solve(factor.T, np.linalg.solve(factor, g))
+    if which == 1:
+        return gb
+    n = np.shape(c)[-1]
+    ga = -(np.reshape(gb, (n, -1)) @ np.reshape(x, (n, -1)).T)
+    gl = np.tril((ga + ga.T) @ factor)
+    return gl if lower else gl.T

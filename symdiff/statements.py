@@ -8,6 +8,7 @@ stand-in, so that later statements report their own problems too.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import logging
 
 from . import containers, rules, runtime
@@ -220,6 +221,15 @@ class Statements:
         part: a value without gradient as it came, a differentiated one as ``A[i]``, so that
         the gradient flows back through indexing."""
         val = self._expr(value)
+        if isinstance(val.value, containers.Tree):  # w, v = np.linalg.eigh(a)
+            tree = val.value
+            if len(tree.items) != len(target.elts):
+                self.fail(target, f"{ast.unparse(value.func)} returns {len(tree.items)} "
+                          f"values, unpacked here into {len(target.elts)}",
+                          f"{len(tree.items)} names")
+            for t, item in zip(target.elts, tree.items, strict=True):
+                self._name_part(t.id, item)
+            return
         if val.expr is None and isinstance(val.value, (tuple, list)):
             val = self._constant(value)  # a module's tuple of constants
         name = self._operand(val, value)
@@ -259,6 +269,23 @@ class Statements:
                 ast.copy_location(node, value)
             self._bind(t.id, self._expr(row), value)
         del self.env[key]  # the statement's own: not a variable to merge after a branch
+
+    def _name_part(self, name, part):
+        """``name`` bound to ``part``, an output of a call returning several values: its
+        equation takes the name (``w = _t0[0]``), as ``x = np.sum(y)`` names its own."""
+        at = next((i for i in range(len(self.eqns) - 1, -1, -1) if isinstance(
+            self.eqns[i], Eqn) and self.eqns[i].out == part), None)
+        if at is None or part not in self.temps:
+            self.env[name] = part
+            return
+        ssa = self._bound_ssa(name)
+        self.eqns[at] = dataclasses.replace(self.eqns[at], out=ssa)
+        if part in self.active:
+            self.active.add(ssa)
+        self.names.taken.discard(part)
+        self.temps.discard(part)
+        self._forget(part)
+        self.env[name] = ssa
 
     def _forget(self, name):
         """``name`` is free again (its equation now binds another): a temporary that reuses

@@ -555,3 +555,81 @@ def test_complex_leaves_ragged_lists_and_odd_keys_are_refused():
         "F:8:11: ws has the key 1.5 (float); a container being differentiated may have "
         "keys that are strings or integers\n    def whole(ws, x):\n              ^\n"
         "  supported instead: string or integer keys (or tuples of them)")
+
+
+# --- Calls returning several values (np.linalg.eigh, np.split): read item by item too ---
+
+S = load("""
+    import numpy as np
+
+    K = np.array([[2.0, 0.5], [0.5, 1.0]])
+
+    def three(a):
+        w, v, z = np.linalg.eigh(a)
+        return np.sum(w)
+
+    def whole(a):
+        return np.sum(np.linalg.slogdet(a)) * 2
+
+    def constant(x):
+        w, v = np.linalg.eigh(K)
+        return np.sum(v @ x * w)
+
+    def branch(a, c):
+        if c > 0:
+            w, v = np.linalg.eigh(a)
+        else:
+            w, v = np.linalg.eigh(a.T)
+        return np.sum(w ** 2) + np.sum(v ** 4)
+
+    def loop(a):
+        t = 0.0
+        for i in range(2):
+            s, logdet = np.linalg.slogdet(a * (i + 1))
+            t = t + logdet * s
+        return t
+
+    def held(a):
+        r = np.linalg.slogdet(a)
+        s, logdet = r
+        return logdet + r[1] * len(r)
+
+    def helper(a):
+        return np.sum(_eig(a) ** 2)
+
+    def _eig(a):
+        w, v = np.linalg.eigh(a)
+        return w * v[0]
+""")
+
+
+def test_a_call_returning_several_values_is_read_item_by_item():
+    a = np.array([[2.0, 0.3], [0.7, 1.0]])
+    for f in (S.branch, S.loop, S.held, S.helper):
+        args = [a, 1.0] if f is S.branch else [a]
+        np.testing.assert_allclose(grad(f)(*args), numeric_grad(f, args, 0), rtol=1e-6,
+                                   atol=1e-8)
+    np.testing.assert_allclose(grad(S.branch)(a, -1.0), numeric_grad(S.branch, [a, -1.0], 0),
+                               rtol=1e-6, atol=1e-8)
+    x = np.array([0.5, -1.0])
+    np.testing.assert_allclose(grad(S.constant)(x), numeric_grad(S.constant, [x], 0))
+
+
+def test_the_outputs_are_named_as_the_function_names_them():
+    source = grad(S.constant).source
+    assert "    _t0 = np.linalg.eigh(K)  # line 14\n    w = _t0[0]  # line 14\n" \
+        "    v = _t0[1]  # line 14\n" in source
+
+
+def test_several_values_unpacked_into_too_many_names_or_used_whole_are_refused():
+    with pytest.raises(SymdiffError) as e:
+        grad(S.three)(np.eye(2))
+    assert str(e.value).splitlines()[0].endswith(
+        ":7:5: np.linalg.eigh returns 2 values, unpacked here into 3")
+    with pytest.raises(SymdiffError) as e:
+        grad(S.whole)(np.eye(2))
+    assert str(e.value).splitlines()[0].endswith(
+        ":11:19: np.linalg.slogdet(a) holds the 2 values np.linalg.slogdet returns, used "
+        "here as a whole, which symdiff does not differentiate")
+    assert "supported instead: unpack them (a, b = ...), or read one by its index" in \
+        str(e.value)

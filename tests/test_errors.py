@@ -164,12 +164,12 @@ CASES = {
     "unpacking_an_unsupported_function": ("""
         import numpy as np
         def f(x):
-            sign, logdet = np.linalg.slogdet(x)
-            return logdet
+            values, vectors = np.linalg.eig(x)
+            return values
         """, "\n".join([
-        'F:4:20: np.linalg.slogdet is not supported',
-        '        sign, logdet = np.linalg.slogdet(x)',
-        '                       ^',
+        'F:4:23: np.linalg.eig is not supported',
+        '        values, vectors = np.linalg.eig(x)',
+        '                          ^',
         '  supported instead: the NumPy and math functions in the coverage table in README.md',
     ])),
     "unpacking_a_helper": ("""

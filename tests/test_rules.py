@@ -1258,6 +1258,33 @@ EDGE_ARRAYS = {
                                np.ones(1), np.array([2.0]))],
     "scipy.signal.correlate": [("np.sum(scipy.signal.correlate(x, np.ones(1), 'same'))",
                                 np.ones(3), np.ones(3))],
+    "scipy.linalg.cho_factor": [("np.sum(np.diag(scipy.linalg.cho_factor(x)[0]))",
+                                 np.array([[4, 0], [0, 4]]), [[0.25, 0.0], [0.0, 0.25]])],
+    "scipy.linalg.cho_solve": [("np.sum(scipy.linalg.cho_solve((x, True), np.ones(1)))",
+                                np.array([[2.0]]), [[-0.25]])],
+    # Functions returning several values: integer, float32 and empty operands.
+    "np.linalg.slogdet": [("np.linalg.slogdet(x)[1]", np.array([[2, 1], [1, 3]])),
+                          ("np.linalg.slogdet(x)[1]", 2 * np.eye(2, dtype=_F32)),
+                          ("np.linalg.slogdet(x)[1]", np.ones((0, 0)), np.ones((0, 0)))],
+    "np.linalg.eigh": [("np.sum(np.linalg.eigh(x)[0] ** 2)", np.diag([1.0, 2.0])),
+                       ("np.sum(np.linalg.eigh(x)[0])", np.ones((1, 1), _F32))],
+    "np.linalg.eigvalsh": [("np.sum(np.linalg.eigvalsh(x) ** 2)", np.diag([1.0, 2.0])),
+                           ("np.sum(np.linalg.eigvalsh(x))", np.zeros((0, 0)),
+                            np.zeros((0, 0)))],
+    "np.linalg.svd": [("np.sum(np.linalg.svd(x, compute_uv=False))", np.ones((1, 1))),
+                      ("np.sum(np.linalg.svd(x)[1])", np.diag([3.0, 1.0]))],
+    "np.linalg.qr": [("np.sum(np.linalg.qr(x)[1])", 2 * np.eye(2)),
+                     ("np.sum(np.linalg.qr(x)[0] * np.arange(4).reshape(2, 2))",
+                      np.array([[2.0, 1.0], [0.5, 3.0]]))],
+    # (JAX's gradient of lstsq is NaN here; this one is -inv(x).T @ ones @ sol.T)
+    "np.linalg.lstsq": [("np.sum(np.linalg.lstsq(x, np.ones(2), rcond=None)[0])",
+                         2 * np.eye(2), np.full((2, 2), -0.25))],
+    "np.split": [("np.sum(np.split(x, 2)[1] ** 2)", np.ones(4, _F32)),
+                 ("np.sum(np.split(x, [0])[1])", np.zeros(0), np.zeros(0))],
+    "np.array_split": [("np.sum(np.array_split(x, 3)[0] ** 2)", np.arange(4))],
+    "np.hsplit": [("np.sum(np.hsplit(x, 2)[1] ** 2)", np.ones((2, 2)))],
+    "np.vsplit": [("np.sum(np.vsplit(x, 2)[0] ** 2)", np.ones((2, 3)))],
+    "np.dsplit": [("np.sum(np.dsplit(x, [1])[1] ** 2)", np.ones((1, 2, 3)))],
     "x[...]": [("np.sum(x[:0])", np.ones(2)), ("x[()] ** 2", np.array(2.0)),
                ("np.sum(x[x > 5.0])", np.ones(2))],
     "np.r_[...]": [("np.sum(np.r_[x, x] ** 2)", np.array(2.0)),
@@ -2914,3 +2941,391 @@ def test_einsum_optimize_keyword():
     args = [RNG_NP.standard_normal((2, 3)), RNG_NP.standard_normal((3, 4))]
     check_grad(m.string, args, (0, 1))
     check_grad(m.sublists, args, (0, 1))
+
+# --- Functions returning several values: np.linalg.slogdet, eigh, eigvalsh, svd, qr, lstsq;
+# np.split, array_split, hsplit, vsplit, dsplit ---
+
+_SEVERAL = "import numpy as np\n\n\n"
+
+
+def _spd(rng, *shape):
+    m = rng.standard_normal((*shape[:-1], shape[-1], shape[-1]))
+    return m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+def test_slogdet_unpacked_indexed_and_batched():
+    m = load(_SEVERAL + """
+def unpacked(a):
+    sign, logdet = np.linalg.slogdet(a)
+    return sign * logdet
+
+def indexed(a):
+    return np.linalg.slogdet(a)[1] ** 2
+
+def held(a):
+    result = np.linalg.slogdet(a)
+    return np.sum(result[1] * np.arange(1.0, 3.0)) + np.sum(result[0])
+
+def sign_only(a):
+    sign, _ = np.linalg.slogdet(a)
+    return sign * np.sum(a ** 2)
+""")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 3)) + 3 * np.eye(3)
+    check_grad(m.unpacked, [a])
+    check_grad(m.unpacked, [-a])  # a negative determinant
+    check_grad(m.indexed, [a])
+    check_grad(m.held, [rng.standard_normal((2, 3, 3)) + 3 * np.eye(3)])
+    np.testing.assert_allclose(grad(m.sign_only)(a), 2 * a * np.sign(np.linalg.det(a)))
+
+
+@pytest.mark.parametrize("uplo", ["", ", 'L'", ", 'U'", ", UPLO='U'"])
+def test_eigh_reads_one_triangle_as_numpy_does(uplo):
+    """On a matrix that is not symmetric, eigh reads one triangle: the gradient is the
+    derivative of that function (central differences), as autograd's test_eigvalh_lower and
+    test_eigvalh_upper check it; each output alone, and both."""
+    m = load(_SEVERAL + f"""
+def values(a):
+    w, v = np.linalg.eigh(a{uplo})
+    return np.sum(w * np.arange(4.0))
+
+def vectors(a):
+    w, v = np.linalg.eigh(a{uplo})
+    return np.sum(v[0] ** 3 + v[:, 2] * np.arange(4.0))
+
+def both(a):
+    w, v = np.linalg.eigh(a{uplo})
+    return np.sum(np.sin(w)) + np.sum((v * w) ** 2 * np.arange(4.0))
+""")
+    a = np.random.default_rng(1).standard_normal((4, 4))
+    for f in (m.values, m.vectors, m.both):
+        check_grad(f, [a])
+    g = grad(m.both)(a)
+    other = np.triu(g, 1) if "U" not in uplo else np.tril(g, -1)
+    np.testing.assert_array_equal(other, 0.0)  # the triangle eigh never reads
+
+
+def test_eigh_agrees_with_autograd():
+    autograd = pytest.importorskip("autograd")
+    anp = pytest.importorskip("autograd.numpy")
+    src = """
+def f(a):
+    w, v = np.linalg.eigh(a, 'U')
+    return np.sum(w ** 2) + np.sum(v[1] ** 3)
+"""
+    ours = load(_SEVERAL + src, "f")
+    theirs = {"np": anp}
+    exec(src, theirs)  # noqa: S102 - the same function, on autograd's NumPy
+    a = np.random.default_rng(2).standard_normal((5, 5))
+    np.testing.assert_allclose(grad(ours)(a), autograd.grad(theirs["f"])(a), rtol=1e-9,
+                               atol=1e-12)
+
+
+def test_eigh_and_eigvalsh_of_stacks():
+    m = load(_SEVERAL + """
+def f(a):
+    w, v = np.linalg.eigh(a)
+    return np.sum(w ** 2) + np.sum(v[..., 0, :] ** 3)
+
+def g(a):
+    return np.sum(np.linalg.eigvalsh(a, UPLO='U') * np.arange(3.0))
+""")
+    a = _spd(np.random.default_rng(3), 2, 3, 3)
+    check_grad(m.f, [a])
+    check_grad(m.g, [a + np.random.default_rng(4).standard_normal(a.shape)])
+
+
+def test_eigh_eigenvectors_at_repeated_eigenvalues_are_refused_at_the_call():
+    m = load(_SEVERAL + """
+def f(a):
+    w, v = np.linalg.eigh(a)
+    return np.sum(v[0] ** 3)
+
+def values(a):
+    w, v = np.linalg.eigh(a)
+    return np.sum(w ** 2)
+""")
+    with pytest.raises(SymdiffError) as e:
+        grad(m.f)(np.diag([1.0, 1.0, 2.0]))
+    assert str(e.value).splitlines()[0].endswith(
+        ":6:5: np.linalg.eigh's eigenvectors have no gradient here: two eigenvalues are "
+        "equal (closer than 1.5e-08 times the largest), so the vectors that go with them "
+        "are not unique")
+    assert "supported instead: a function of the eigenvalues alone (np.linalg.eigvalsh), " \
+        "or a point whose eigenvalues are distinct" in str(e.value)
+    # The eigenvalues alone are differentiable there.
+    np.testing.assert_allclose(grad(m.values)(np.eye(3)), 2 * np.eye(3))
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (3, 3), (2, 4, 3)])
+def test_svd_each_output_and_all(shape):
+    m = load(_SEVERAL + """
+def u(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return np.sum(u[..., 0, :] ** 3) + np.sum(u[..., -1] * u[..., 0])
+
+def s(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return np.sum(s ** 3)
+
+def vh(a):
+    return np.sum(np.linalg.svd(a, full_matrices=False)[2][..., 1, :] ** 3)
+
+def all3(a):
+    u, s, vh = np.linalg.svd(a, False)
+    return np.sum(u ** 3) + np.sum(np.sin(s)) + np.sum(vh ** 3)
+
+def values(a):
+    return np.sum(np.linalg.svd(a, compute_uv=False) ** 2)
+""")
+    a = np.random.default_rng(5).standard_normal(shape)
+    for f in (m.u, m.s, m.vh, m.all3, m.values):
+        check_grad(f, [a])
+
+
+def test_svd_full_matrices_where_it_coincides_and_refused_where_not():
+    m = load(_SEVERAL + """
+def f(a):
+    u, s, vh = np.linalg.svd(a)
+    return np.sum(u ** 3) + np.sum(s) + np.sum(vh ** 3)
+
+def s_only(a):
+    return np.sum(np.linalg.svd(a)[1] ** 2)
+""")
+    rng = np.random.default_rng(6)
+    check_grad(m.f, [rng.standard_normal((3, 3))])
+    check_grad(m.s_only, [rng.standard_normal((4, 2))])  # u not used: fine
+    with pytest.raises(SymdiffError) as e:
+        grad(m.f)(rng.standard_normal((4, 2)))
+    assert str(e.value).splitlines()[0].endswith(
+        ":6:5: np.linalg.svd with full_matrices=True of a matrix that is not square: the "
+        "columns of u past the first min(m, n) have no gradient")
+    assert "supported instead: np.linalg.svd(a, full_matrices=False)" in str(e.value)
+
+
+def test_svd_vectors_at_repeated_singular_values_are_refused():
+    f = load(_SEVERAL + "def f(a):\n    u, s, vh = np.linalg.svd(a)\n"
+             "    return np.sum(u[0] ** 3)\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.diag([2.0, 2.0, 1.0]))
+    assert str(e.value).splitlines()[0].endswith(
+        ":5:5: np.linalg.svd's singular vectors have no gradient here: two singular values "
+        "are equal (closer than 1.5e-08 times the largest), so the vectors that go with "
+        "them are not unique")
+
+
+def test_svd_compute_uv_must_be_written_out():
+    f = load(_SEVERAL + "def f(a, uv):\n    return np.sum(np.linalg.svd(a, compute_uv=uv))\n",
+             "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.eye(2), False)
+    assert str(e.value).splitlines()[0].endswith(
+        ":5:47: np.linalg.svd's compute_uv must be written in the code (True or False): "
+        "what the call returns depends on it")
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 3), (2, 5, 3)])
+def test_qr_reduced(shape):
+    m = load(_SEVERAL + """
+def f(a):
+    q, r = np.linalg.qr(a)
+    return np.sum(q ** 3) + np.sum(np.sin(r))
+
+def r_only(a):
+    return np.sum(np.linalg.qr(a)[1] ** 2)
+""")
+    a = np.random.default_rng(7).standard_normal(shape)
+    check_grad(m.f, [a])
+    check_grad(m.r_only, [a])
+
+
+def test_qr_of_a_wide_matrix_and_other_modes_are_refused():
+    m = load(_SEVERAL + """
+def f(a):
+    q, r = np.linalg.qr(a)
+    return np.sum(r)
+
+def raw(a):
+    h, tau = np.linalg.qr(a, mode='raw')
+    return np.sum(h)
+""")
+    with pytest.raises(SymdiffError) as e:
+        grad(m.f)(np.ones((2, 3)) + np.eye(2, 3))
+    assert str(e.value).splitlines()[0].endswith(
+        ":6:5: np.linalg.qr is differentiated for a matrix with at least as many rows as "
+        "columns, in the reduced mode (here q is 2x2 and r 2x3)")
+    with pytest.raises(SymdiffError) as e:
+        grad(m.raw)(np.eye(2))
+    assert str(e.value).splitlines()[0].endswith(
+        ":10:14: np.linalg.qr with mode='raw' is not supported")
+
+
+def test_lstsq_solution_in_a_and_b():
+    m = load(_SEVERAL + """
+def f(a, b):
+    x, residuals, rank, s = np.linalg.lstsq(a, b, rcond=None)
+    return np.sum(x ** 2) * rank
+
+def residuals(a, b):
+    x, res, rank, s = np.linalg.lstsq(a, b, rcond=None)
+    return np.sum(res)
+""")
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((5, 3))
+    check_grad(m.f, [a, rng.standard_normal(5)], wrt=(0, 1))
+    check_grad(m.f, [a, rng.standard_normal((5, 2))], wrt=(0, 1))
+    check_grad(m.f, [rng.standard_normal((3, 3)), rng.standard_normal(3)], wrt=(0, 1))
+    with pytest.raises(SymdiffError) as e:
+        grad(m.residuals)(a, rng.standard_normal(5))
+    assert str(e.value).splitlines()[0].endswith(
+        ":10:5: np.linalg.lstsq's residuals is not differentiated")
+    with pytest.raises(SymdiffError) as e:  # rank deficient
+        grad(m.f)(np.ones((4, 2)), np.ones(4))
+    assert "np.linalg.lstsq's solution is differentiated where a has full column rank " \
+        "(here rank 1 of 2 columns)" in str(e.value)
+
+
+def test_split_parts_unpacked_indexed_and_passed_whole():
+    m = load(_SEVERAL + """
+def unpacked(x):
+    a, b = np.split(x, 2)
+    return np.sum(a * b ** 2)
+
+def indexed(x):
+    return np.sum(np.split(x, [1, 3], axis=1)[1] ** 3)
+
+def whole(x):
+    parts = np.array_split(x, 3)
+    return np.sum(np.stack([parts[1], parts[2]]) ** 2) + np.sum(np.concatenate(parts) ** 3)
+
+def direct(x):
+    return np.sum(np.concatenate(np.hsplit(x, 2), axis=0) ** 3 * np.arange(2.0))
+
+def loop(x):
+    parts = np.vsplit(x, 3)
+    total = 0.0
+    for i in range(3):
+        total = total + np.sum(parts[i] ** 2) * i
+    return total
+
+def depth(x):
+    a, b = np.dsplit(x, [1])
+    return np.sum(a ** 2) + np.sum(np.sin(b))
+""")
+    rng = np.random.default_rng(9)
+    check_grad(m.unpacked, [rng.standard_normal(6)])
+    check_grad(m.unpacked, [rng.standard_normal((4, 3))])
+    check_grad(m.indexed, [rng.standard_normal((2, 5))])
+    check_grad(m.whole, [rng.standard_normal(7)])
+    check_grad(m.direct, [rng.standard_normal((3, 4))])
+    check_grad(m.loop, [rng.standard_normal((6, 2))])
+    check_grad(m.depth, [rng.standard_normal((2, 2, 3))])
+
+
+def test_split_sections_must_be_written_in_the_code():
+    f = load(_SEVERAL + "def f(x, n):\n    a, b = np.split(x, n)\n    return np.sum(a * b)\n",
+             "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.ones(4), 2)
+    assert str(e.value).splitlines()[0].endswith(
+        ":5:12: np.split's sections must be written in the code: how many parts it returns "
+        "depends on them")
+
+
+@pytest.mark.parametrize("body", [
+    "np.linalg.slogdet(x)[1]", "np.sum(np.linalg.eigh(x)[1] ** 3)",
+    "np.sum(np.linalg.eigvalsh(x) ** 2)", "np.sum(np.linalg.svd(x)[0] ** 3)",
+    "np.sum(np.linalg.qr(x)[0] ** 3)", "np.sum(np.linalg.lstsq(x, np.ones(3))[0] ** 2)",
+    "np.sum(np.split(x, 3)[1] ** 2)"])
+def test_several_outputs_keep_float32(body):
+    f = load(_SEVERAL + f"def f(x):\n    return {body}\n", "f")
+    x = _spd(np.random.default_rng(10), 3).astype(np.float32)
+    g = grad(f)(x)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, numeric_grad(f, [x.astype(np.float64)], 0), rtol=2e-3,
+                               atol=2e-3)
+
+
+def test_logsumexp_with_its_sign():
+    pytest.importorskip("scipy")
+    m = load("""
+from scipy.special import logsumexp
+import numpy as np
+
+
+def f(a):
+    r, s = logsumexp(a, axis=1, return_sign=True)
+    return np.sum(r * s * np.arange(3.0))
+
+
+def g(a):
+    return logsumexp(a, return_sign=True)[0] ** 2
+
+
+def sign(a, flag):
+    return np.sum(logsumexp(a, return_sign=flag)[0])
+""")
+    a = np.random.default_rng(11).standard_normal((3, 4))
+    check_grad(m.f, [a])
+    check_grad(m.g, [a])
+    with pytest.raises(SymdiffError) as e:
+        grad(m.sign)(a, True)
+    assert str(e.value).splitlines()[0].endswith(
+        ":16:44: scipy.special.logsumexp's return_sign must be written in the code (True or "
+        "False): what the call returns depends on it")
+
+
+def test_cho_factor_and_cho_solve():
+    pytest.importorskip("scipy")
+    m = load("""
+import numpy as np
+import scipy.linalg
+from scipy.linalg import cho_factor, cho_solve
+
+
+def nll(K, y):
+    c = cho_factor(K)
+    alpha = cho_solve(c, y)
+    return 0.5 * np.sum(y * alpha) + np.sum(np.log(np.diag(c[0])))
+
+
+def lower(K, y):
+    c, low = scipy.linalg.cho_factor(K, lower=True)
+    return np.sum(cho_solve((c, low), y) ** 2)
+
+
+def factor(L, y):
+    return np.sum(cho_solve((L, True), y) ** 2)
+
+
+def nested(K, y):
+    return np.sum(cho_solve(cho_factor(K), y) ** 3)
+
+
+def other_triangle(K):
+    c, low = cho_factor(K)
+    return np.sum(c)
+""")
+    rng = np.random.default_rng(12)
+    k = _spd(rng, 4)
+    y = rng.standard_normal(4)
+    for f in (m.nll, m.lower, m.nested):
+        check_grad(f, [k, y], wrt=(0, 1))
+        check_grad(f, [k + rng.standard_normal((4, 4)), y], wrt=(0,))  # one triangle read
+    check_grad(m.nested, [k, rng.standard_normal((4, 2))], wrt=(0, 1))
+    check_grad(m.factor, [np.linalg.cholesky(k), y], wrt=(0, 1))
+    with pytest.raises(SymdiffError) as e:
+        grad(m.other_triangle)(k)
+    assert str(e.value).splitlines()[0].endswith(
+        ":27:5: scipy.linalg.cho_factor's c has no gradient outside the upper triangle, "
+        "which holds the factor: its other entries are not defined")
+
+
+def test_indexing_what_a_call_returns_alone_reads_its_entries():
+    """logsumexp without return_sign and svd with compute_uv=False return one array:
+    [0] of them is its first entry, not an output."""
+    pytest.importorskip("scipy")
+    f = load("import numpy as np\nfrom scipy.special import logsumexp\n\n\ndef f(x):\n"
+             "    return logsumexp(x, axis=1)[0] + np.linalg.svd(x, compute_uv=False)[1] + "
+             "logsumexp(x, return_sign=True)[0]\n", "f")
+    check_grad(f, [np.random.default_rng(13).standard_normal((3, 4))])
