@@ -893,3 +893,55 @@ def _unrepeat(g, x, repeats, axis=None):
     # reduceat gives entry g[start] for an empty group: those copies do not exist
     empty = np.reshape(counts == 0, (-1,) + (1,) * (g.ndim - axis - 1))
     return np.reshape(np.where(empty, 0.0, sums).astype(g.dtype, copy=False), shape)
+
+
+# --- lists the function builds: append, and what reads a whole list (issue 13) ---
+
+
+def _appended(items, item):
+    """``items`` with ``item`` appended, as a new list: the function's ``l.append(item)``
+    (each step of a loop keeps its own list, for the backward sweep)."""
+    return [*items, item]
+
+
+def _list_stacked(parts, what):
+    """The adjoints of a list's items as one array (a list's adjoint: its items stacked);
+    items of different shapes have none."""
+    try:
+        return np.stack(parts)
+    except ValueError:
+        raise SymdiffError(f"the items of the list read by {what} have different shapes, "
+                           "which symdiff does not differentiate: a list built in the "
+                           "function has items of one shape") from None
+
+
+def _list_sum_grad(g, items):
+    """The adjoint of ``sum(items)`` (a list): ``g`` summed down to each item's shape."""
+    if not len(items):
+        return np.zeros((0,))
+    return _list_stacked([_unbroadcast(g, x) for x in items], "sum")
+
+
+def _list_stack_grad(g, items, axis=0):
+    """The adjoint of ``np.stack(items, axis)`` (a list): the stacked axis first."""
+    return np.moveaxis(g, axis, 0)
+
+
+def _list_concatenate_grad(g, items, axis=0):
+    """The adjoint of ``np.concatenate(items, axis)`` (a list): ``g`` cut back into the
+    items, stacked."""
+    if axis is None:
+        return np.reshape(g, np.shape(items))
+    parts = np.split(g, np.cumsum([np.shape(x)[axis] for x in items])[:-1], axis=axis)
+    return _list_stacked(parts, "np.concatenate")
+
+
+def _list_array_grad(g, items):
+    """The adjoint of ``np.array(items)`` (a list): ``g`` itself, in the list's shape."""
+    return np.reshape(g, np.shape(items))
+
+
+def _list_index_grad(g, items, index):
+    """The adjoint of ``items[index]`` (a list): ``g`` placed at ``index`` in zeros of the
+    list's shape."""
+    return _scatter(g, np.zeros(np.shape(items)), index)
