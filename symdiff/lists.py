@@ -23,7 +23,8 @@ from .errors import SymdiffError
 from .rules import ArrayOp
 
 # One value appended: the list's adjoint is the items' stacked, the last row the item's.
-APPEND = ArrayOp(("_appended",), ("items", "item"), {"items": "{g}[:-1]", "item": "{g}[-1]"})
+APPEND = ArrayOp(("_appended",), ("items", "item"), {"items": "_list_rest({g})",
+                                                         "item": "{g}[-1]"})
 # What reads a whole list, by the function that reads it: its parameters as NumPy's.
 _READERS = {
     builtins.sum: ArrayOp(("sum",), ("items", "start"),
@@ -219,11 +220,16 @@ class Lists:
     def _is_list_node(self, node) -> bool:
         if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
             return True
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+            return self._is_list_node(node.value)  # hs[1:]
         return isinstance(node, ast.Name) and node.id in self.env and \
             self._is_list(self.env[node.id])
 
     def _list_index(self, node):
-        return self._array_op(node, INDEX, {"a": node.value, "index": node.slice})
+        val = self._array_op(node, INDEX, {"a": node.value, "index": node.slice})
+        if isinstance(node.slice, ast.Slice):  # hs[1:]: a list too
+            self.lists.add(val.code.id)
+        return val
 
     def _list_call(self, node, obj):
         """A call with a list the function built (or a comprehension) as its first

@@ -2835,6 +2835,17 @@ def looped_over(x):
         s = s + np.sum(h ** 2)
     return s
 
+def flattened(ws, x):
+    v = np.concatenate([np.ravel(w) for w in ws])
+    return np.sum(v ** 2) * np.sum(x) + np.sum(np.concatenate([w * 2 for w in ws], axis=None) ** 3)
+
+def ragged(A):
+    parts = []
+    for i in range(A.shape[0]):
+        parts.append(A[i, :i + 1] ** 2)
+    v = np.concatenate(parts[1:])
+    return np.sum(np.sin(v)) + np.sum(parts[-1]) + np.sum(parts[0] ** 2)
+
 def any_positive(x):
     if any(a > 0 for a in x):
         return np.sum(x ** 2)
@@ -2873,6 +2884,7 @@ LAYERS = [RNG_LISTS.standard_normal((2, 3)), RNG_LISTS.standard_normal((2, 3))]
     (LISTS.appended_in_a_branch, (V3L,), (0,)),
     (LISTS.looped_over, (V3L,), (0,)),
     (LISTS.any_positive, (V3L,), (0,)),
+    (LISTS.ragged, (W33,), (0,)),
 ], ids=lambda a: getattr(a, "__name__", ""))
 def test_comprehensions_and_appended_lists_agree_with_central_differences(f, args, wrt):
     agrees(f, args, wrt)
@@ -2881,7 +2893,8 @@ def test_comprehensions_and_appended_lists_agree_with_central_differences(f, arg
 
 
 def test_a_comprehension_over_a_container_being_differentiated_is_unrolled():
-    for f in (LISTS.over_layers, LISTS.over_indices):
+    # (flattened: items of several shapes, whose adjoints are kept one by one)
+    for f in (LISTS.over_layers, LISTS.over_indices, LISTS.flattened):
         got = grad(f)(LAYERS, V3L)
         for i in range(2):
             def part(W, i=i, f=f):
