@@ -37,13 +37,15 @@ _READERS = {
                             {"axis": "0"}),
     np.array: ArrayOp(("np.array",), ("object", "dtype"),
                       {"object": "_list_array_grad({g}, {object})"}, {"dtype": "None"}),
+    builtins.list: ArrayOp(("list",), ("iterable",), {"iterable": "{g}"}),
     np.asarray: ArrayOp(("np.asarray",), ("a", "dtype"),
                         {"a": "_list_array_grad({g}, {a})"}, {"dtype": "None"}),
 }
 # An item of a list (or a slice of it), its adjoint in the list's shape.
 INDEX = ArrayOp(("x[...]",), ("a", "index"),
                 {"a": "_list_index_grad({g}, {a}, {np}.index_exp[{index}])"})
-_READS = "np.stack, np.array, np.asarray, np.concatenate, sum, NumPy's reductions, l[i]"
+# Readers of a list whose argument may be a helper's call returning one.
+_CALLED = (np.stack, np.concatenate, builtins.sum)
 
 
 class Lists:
@@ -225,6 +227,19 @@ class Lists:
         return isinstance(node, ast.Name) and node.id in self.env and \
             self._is_list(self.env[node.id])
 
+    def _called(self, node):
+        """np.stack(helper(x)): the helper's value, which may be a list it built, is read
+        first; then the call is lowered with it in place of the helper's call."""
+        arg = node.args[0]
+        key = f"<arg{id(arg)}>"
+        self.env[key] = self._operand(self._expr(arg), arg)
+        node = copy.copy(node)
+        node.args = [ast.copy_location(ast.Name(key, ast.Load()), arg), *node.args[1:]]
+        try:
+            return self._call(node)
+        finally:
+            del self.env[key]
+
     def _list_index(self, node):
         val = self._array_op(node, INDEX, {"a": node.value, "index": node.slice})
         if isinstance(node.slice, ast.Slice):  # hs[1:]: a list too
@@ -238,6 +253,9 @@ class Lists:
         for n in ast.walk(ast.Tuple(node.args, ast.Load())):
             if isinstance(n, (ast.SetComp, ast.DictComp)):
                 self._comprehension(n)  # (refused: said there, not at the call)
+        if node.args and isinstance(node.args[0], ast.Call) and obj in _CALLED and \
+                not any(isinstance(a, ast.Starred) for a in node.args):
+            return self._called(node)
         if not node.args or not self._is_list_node(node.args[0]):
             return None
         row = _READERS.get(obj) if _hashable(obj) else None
@@ -250,7 +268,10 @@ class Lists:
             return None  # (NumPy reads it as an array: np.sum(l), np.mean(l))
         args = self._arguments(list(node.args), node.keywords, row.params, row.optional,
                                ast.unparse(node.func), node)
-        return self._array_op(node, row, args)
+        val = self._array_op(node, row, args)
+        if obj is builtins.list:  # a copy: a list of its own
+            self.lists.add(val.code.id)
+        return val
 
 
 def own_names(code) -> set[int]:

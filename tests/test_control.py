@@ -2846,6 +2846,49 @@ def ragged(A):
     v = np.concatenate(parts[1:])
     return np.sum(np.sin(v)) + np.sum(parts[-1]) + np.sum(parts[0] ** 2)
 
+def collect(x, n):
+    out = []
+    for t in range(n):
+        out.append(np.sin(x * t))
+    return out
+
+def from_a_helper(x):
+    return np.sum(np.stack(collect(x, 3)))
+
+def stack_helper(hs):
+    return np.sum(np.stack(hs) ** 2)
+
+def to_a_helper(x):
+    return stack_helper([x * k for k in range(3)])
+
+def a_list_per_row(X):
+    total = 0.0
+    for row in X:
+        parts = [row * k for k in range(2)]
+        total = total + np.sum(np.stack(parts) ** 2)
+    return total
+
+def losses(x, n):
+    seen = []
+    for t in range(n):
+        seen.append(np.sum(x ** 2) * t)
+    return np.mean(np.array(seen)) + sum(seen) / len(seen)
+
+def while_appending(x):
+    hs = []
+    h = x
+    while len(hs) < 3:
+        h = np.cos(h)
+        hs.append(h)
+    return np.sum(np.array(hs))
+
+def copied(x):
+    l = []
+    l.append(x)
+    k = list(l)
+    l.append(x * 2)
+    return np.sum(np.array(l)) * np.sum(np.array(k) ** 2)
+
 def any_positive(x):
     if any(a > 0 for a in x):
         return np.sum(x ** 2)
@@ -2885,6 +2928,12 @@ LAYERS = [RNG_LISTS.standard_normal((2, 3)), RNG_LISTS.standard_normal((2, 3))]
     (LISTS.looped_over, (V3L,), (0,)),
     (LISTS.any_positive, (V3L,), (0,)),
     (LISTS.ragged, (W33,), (0,)),
+    (LISTS.from_a_helper, (V3L,), (0,)),
+    (LISTS.to_a_helper, (V3L,), (0,)),
+    (LISTS.a_list_per_row, (A32,), (0,)),
+    (LISTS.losses, (V3L, 3), (0,)),
+    (LISTS.while_appending, (V3L,), (0,)),
+    (LISTS.copied, (V3L,), (0,)),
 ], ids=lambda a: getattr(a, "__name__", ""))
 def test_comprehensions_and_appended_lists_agree_with_central_differences(f, args, wrt):
     agrees(f, args, wrt)
