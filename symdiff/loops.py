@@ -247,6 +247,11 @@ class Loops:
 
     def _iterable(self, node) -> str:
         """The name of an array a loop runs over (evaluated once, before the loop)."""
+        kind = self._kind_of(node)
+        if isinstance(kind, K.Number) or isinstance(kind, K.Array) and (
+                kind.scalar or kind.ndim == 0):
+            self.fail(node, f"{describe(node)} is a number ({kind}) here, which a for loop "
+                      "cannot run over", "for i in range(n), for row in X, for x in xs")
         val = self._expr(node)
         if val.expr is None:
             self.fail(node, f"cannot loop over {describe(node)}",

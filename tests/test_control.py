@@ -3068,3 +3068,20 @@ written out
         l *= 2
         ^
   supported instead: l += [v], l.append(v)"""
+
+
+def test_a_comprehension_over_a_number_is_refused_where_it_is():
+    f = load("""
+import numpy as np
+
+def listcomp(a):
+    return np.sum([i * 3 for i in a])
+""", "listcomp")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(0.5)
+    assert str(e.value).replace(inspect.getsourcefile(f), "F") == """F:5:35: 'a' is a number \
+(float) here, which a for loop cannot run over
+        return np.sum([i * 3 for i in a])
+                                      ^
+  supported instead: for i in range(n), for row in X, for x in xs"""
+    np.testing.assert_allclose(grad(f)(np.array([0.5, 2.0])), [3.0, 3.0])
