@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from . import containers, rules
+from . import containers, lists, rules
 from .errors import SymdiffError
 from .ir import Eqn, symbol
 from .parse import MISSING
@@ -124,7 +124,9 @@ class Expressions:
                 self.fail(node, "starred arguments (*args) are not supported",
                           "pass each argument by name or position")
             case ast.ListComp() | ast.SetComp() | ast.DictComp() | ast.GeneratorExp():
-                self.fail(node, "comprehensions are not supported", "array operations")
+                return self._comprehension(node)
+            case ast.List(elts=[]):
+                return self._empty_list(node)
             case ast.Yield() | ast.YieldFrom() | ast.Await():
                 self.fail(node, "generators and coroutines are not supported",
                           "a plain function that returns a scalar")
@@ -166,6 +168,10 @@ class Expressions:
         return v
 
     def _binop(self, node) -> Val:
+        if self.lists:  # l + [v], of a list the function built
+            found = self._list_binop(node)
+            if found is not None:
+                return found
         if isinstance(node.op, ast.MatMult):
             return self._array_op(node, rules.lookup(np.matmul), {"a": node.left,
                                                                   "b": node.right})
@@ -193,6 +199,7 @@ class Expressions:
 
     def _arithmetic(self, node, left: Val, right: Val) -> Val:
         """``left <op> right`` for the BinOp ``node`` whose operands they are."""
+        self._refuse_list_operand(node)
         self._need_number(left, node.left)
         self._need_number(right, node.right)
         left, right = self._shallow(left, node.left), self._shallow(right, node.right)
@@ -277,8 +284,9 @@ class Expressions:
         """``node`` with local names renamed, for code that is run but not differentiated."""
         code = copy.deepcopy(node)
         problems: list = []
+        own = lists.own_names(code)  # any(a > 0 for a in x): a is the generator's
         for n in ast.walk(code):
-            if isinstance(n, ast.Name):
+            if isinstance(n, ast.Name) and id(n) not in own:
                 try:
                     self._rename(n)
                 except SymdiffError as e:  # read the other names too: report every problem

@@ -41,13 +41,14 @@ class Loops:
                                     else (None, None, []))
         # Every variable the body assigns, and the loop's own targets: after the loop (or
         # after an iteration) each holds its last value, or its value before the loop.
-        targets = [t for t in _target_names(stmt) if t not in assigned(body)]
-        carried = assigned(body) + sorted(targets)
+        targets = [t for t in _target_names(stmt) if t not in assigned(body, appends=True)]
+        carried = assigned(body, appends=True) + sorted(targets)
         forced: set[str] = set()
         while True:  # again if a variable turns out active only through the loop body
             state = (len(self.eqns), set(self.names.taken), set(self.bound), set(self.active),
                      dict(self.env), len(self.problems), dict(self.data_globals),
                      dict(self.globals_used), self.counter, dict(self.globals_where))
+            lists = set(self.lists)  # (names taken again on a second pass may be other values)
             phis = []
             for name in carried:
                 init = self.env.get(name)
@@ -57,6 +58,8 @@ class Loops:
                     self.alias[phi] = self._root(init)
                 if init in self.active or name in forced:
                     self.active.add(phi)
+                if init is not None and self._is_list(init):
+                    self.lists.add(phi)  # hs = [] before the loop, hs.append(h) in it
                 phis.append((phi, init))
                 self.env[name] = phi
             if isinstance(stmt, ast.While):
@@ -95,6 +98,7 @@ class Loops:
             del self.problems[n_problems:]
             self.names.taken, self.bound, self.active, self.env = taken, bound, active, env
             self.data_globals, self.globals_used = data, used
+            self.lists = lists
         # Names the body bound that the loop does not carry are the body's own (an inner
         # loop's break flag, an index): an iteration may never run, so after the loop they
         # hold what they held before it, as Python's do.
@@ -243,6 +247,11 @@ class Loops:
 
     def _iterable(self, node) -> str:
         """The name of an array a loop runs over (evaluated once, before the loop)."""
+        kind = self._kind_of(node)
+        if isinstance(kind, K.Number) or isinstance(kind, K.Array) and (
+                kind.scalar or kind.ndim == 0):
+            self.fail(node, f"{describe(node)} is a number ({kind}) here, which a for loop "
+                      "cannot run over", "for i in range(n), for row in X, for x in xs")
         val = self._expr(node)
         if val.expr is None:
             self.fail(node, f"cannot loop over {describe(node)}",
@@ -264,8 +273,11 @@ _RUN_AS_WRITTEN = (sorted, list, tuple, set, frozenset, reversed, iter)
 
 
 def _target_names(stmt) -> set[str]:
+    """The names a for loop binds that hold their last value after it (a comprehension's,
+    ``<c1.x>``, are its own)."""
     if isinstance(stmt, ast.For):
-        return {n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name)}
+        return {n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name)
+                and not n.id.startswith("<c")}
     return set()
 
 
@@ -295,12 +307,24 @@ def _index_node(array_key, index_key, like) -> ast.expr:
     return node
 
 
-def assigned(body) -> list[str]:
-    """Names a statement list assigns, in order of first assignment (nested defs aside)."""
+def assigned(body, appends=False) -> list[str]:
+    """Names a statement list assigns, in order of first assignment (nested defs aside).
+    ``appends``: a list appended to (``hs.append(h)``) counts as assigned (a new list is
+    bound to it); a comprehension's own names do not."""
     found = {}
     for stmt in body:
-        for n in sorted(scoped_walk([stmt]), key=lambda n: (getattr(n, "lineno", 0),
-                                                              getattr(n, "col_offset", 0))):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+        nodes = list(scoped_walk([stmt]))
+        own = {id(n) for c in nodes if appends and isinstance(c, _COMPREHENSIONS)
+               for g in c.generators for n in ast.walk(g.target)}
+        for n in sorted(nodes, key=lambda n: (getattr(n, "lineno", 0),
+                                              getattr(n, "col_offset", 0))):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and id(n) not in own:
                 found.setdefault(n.id, None)
+            elif appends and isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr in ("append", "extend") and isinstance(n.func.value,
+                                                                           ast.Name):
+                found.setdefault(n.func.value.id, None)
     return list(found)
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)

@@ -22,6 +22,7 @@ from .exits import AUX, RETURN, ExitError, single_exit
 from .expressions import Expressions, Val
 from .inline import Inline, _identifiers, _without_docstring
 from .ir import IR, Eqn, Names
+from .lists import Lists
 from .loops import Loops, assigned
 from .operations import Operations
 from .parse import MISSING, FunctionSource, Parsed
@@ -52,7 +53,8 @@ def lower(parsed: Parsed, wrt, kinds=None, has_aux=False) -> IR:
         sys.setrecursionlimit(limit)
 
 
-class _Lowering(Statements, Branches, Inline, Expressions, Operations, References, Loops):
+class _Lowering(Statements, Branches, Inline, Expressions, Operations, References, Loops,
+                Lists):
     def __init__(self, parsed: Parsed, has_aux=False):
         self.has_aux = has_aux
         self.top = parsed
@@ -92,6 +94,7 @@ class _Lowering(Statements, Branches, Inline, Expressions, Operations, Reference
         self.leaves: set[str] = set()  # the names of its leaves
         self.known: dict = {}  # SSA name -> its value, known when building (an unrolled counter)
         self.kinds: dict = {}  # a parameter (its own SSA name) -> its kind, where known
+        self.lists: set[str] = set()  # SSA names of lists the function built ([], append)
         ids = _identifiers(self.node)
         self.locals = assigned(self.node.body)
         # NumPy is np in the generated code, unless the function uses np for something else.
@@ -243,11 +246,15 @@ class _Lowering(Statements, Branches, Inline, Expressions, Operations, Reference
                 self.arrays.add(ssa)
             if last.out in self.ndims:
                 self.ndims[ssa] = self.ndims[last.out]
+            if last.out in self.lists:
+                self.lists.add(ssa)
             self._forget(last.out)
         else:
             self._emit_elementwise(ssa, val)
             if isinstance(val.code, ast.Name):  # b = a: one array, two names
                 self.alias[ssa] = self._root(val.code.id)
+                if self._is_list(val.code.id):  # ys = [f(x) for x in xs]
+                    self.lists.add(ssa)
 
     def _roots(self, name) -> set[str]:
         """Every array ``name`` may be, after branches and loops (``_root`` of each)."""

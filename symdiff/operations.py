@@ -43,6 +43,9 @@ class Operations:
             self.fail(node.func, f"{ast.unparse(node.func)} is not a function",
                       "call NumPy or math functions")
         obj = fn.value
+        found = self._list_call(node, obj)  # np.stack(hs), sum(g(x) for x in xs)
+        if found is not None:
+            return found
         if obj is stop_gradient:
             return self._stop_gradient(node)
         row = rules.lookup(obj)
@@ -447,6 +450,8 @@ class Operations:
             return self._concatenation(node, row)
         if not self._is_local_value(node.value) or self._inactive(node.value):
             return self._constant(node)
+        if self._is_list_node(node.value):  # hs[-1] of a list the function built
+            return self._list_index(node)
         return self._array_op(node, rules.INDEX, {"a": node.value, "index": node.slice})
 
     def _concatenation(self, node, row) -> Val:

@@ -1850,3 +1850,74 @@ def _cho_solve_grad(g, c, lower, b, x, which):
     ga = -(np.reshape(gb, (n, -1)) @ np.reshape(x, (n, -1)).T)
     gl = np.tril((ga + ga.T) @ factor)
     return gl if lower else gl.T
+
+# --- lists the function builds: append, and what reads a whole list (issue 13) ---
+
+
+def _appended(items, item):
+    """``items`` with ``item`` appended, as a new list: the function's ``l.append(item)``
+    (each step of a loop keeps its own list, for the backward sweep)."""
+    return [*items, item]
+
+
+def _list_stacked(parts):
+    """The adjoints of a list's items as one array (a list's adjoint): stacked where the
+    items have one shape; else an array of objects, one adjoint an entry (it adds
+    entrywise too)."""
+    try:
+        return np.stack(parts)
+    except ValueError:
+        out = np.empty(len(parts), dtype=object)
+        for i, part in enumerate(parts):
+            out[i] = part
+        return out
+
+
+def _list_rest(g):
+    """The adjoint of the list before an append: ``g`` but its last item's, in the form
+    ``_list_stacked`` gives (stacked again if the items left have one shape)."""
+    return g[:-1] if g.dtype != object else _list_stacked(list(g[:-1]))
+
+
+def _list_sum_grad(g, items):
+    """The adjoint of ``sum(items)`` (a list): ``g`` summed down to each item's shape."""
+    if not len(items):
+        return np.zeros((0,))
+    return _list_stacked([_unbroadcast(g, x) for x in items])
+
+
+def _list_stack_grad(g, items, axis=0):
+    """The adjoint of ``np.stack(items, axis)`` (a list): the stacked axis first."""
+    return np.moveaxis(g, axis, 0)
+
+
+def _list_concatenate_grad(g, items, axis=0):
+    """The adjoint of ``np.concatenate(items, axis)`` (a list): ``g`` cut back into the
+    items, stacked."""
+    if axis is None:  # the items flattened
+        g, sizes, axis = np.ravel(g), [np.size(x) for x in items], 0
+    else:
+        sizes = [np.shape(x)[axis] for x in items]
+    parts = np.split(g, np.cumsum(sizes)[:-1], axis=axis)
+    return _list_stacked([np.reshape(p, np.shape(x)) for p, x in zip(parts, items, strict=True)])
+
+
+def _list_array_grad(g, items):
+    """The adjoint of ``np.array(items)`` (a list): ``g`` itself, in the list's shape."""
+    return np.reshape(g, np.shape(items))
+
+
+def _list_index_grad(g, items, index):
+    """The adjoint of ``items[index]`` (a list): ``g`` placed at ``index`` in zeros of the
+    list's shape."""
+    try:
+        shape = np.shape(items)
+    except ValueError:  # items of several shapes: ``index`` picks one of them
+        parts = [np.zeros(np.shape(x)) for x in items]
+        if type(index[0]) is slice:
+            for i, part in zip(range(len(items))[index[0]], g, strict=True):
+                parts[i] = parts[i] + part
+        else:
+            parts[index[0]] = parts[index[0]] + g
+        return _list_stacked(parts)
+    return _scatter(g, np.zeros(shape), index)

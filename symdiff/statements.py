@@ -80,6 +80,8 @@ class Statements:
             case ast.AnnAssign(target=target, value=value) if value is not None:
                 self._assign(target, value)
             case ast.AugAssign(target=ast.Name() as target, op=op, value=value):
+                if self._list_augmented(stmt):  # hs += [h]
+                    return
                 if not isinstance(op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
                     self.fail(stmt, f"augmented assignment {OPS.get(type(op), '?')}= is "
                               "not supported", "+= -= *= /= **=")
@@ -294,6 +296,7 @@ class Statements:
         self.alias.pop(name, None)
         self.arrays.discard(name)
         self.ndims.pop(name, None)
+        self.lists.discard(name)
 
     def _unpacked_call(self, call):
         """a, b = f(x): say what is wrong with f, rather than with the unpacking."""
@@ -345,6 +348,8 @@ class Statements:
     def _call_statement(self, stmt, call):
         """A call made for its effect: print and logging run in the forward sweep, as
         written, and are not differentiated; other effects are refused, each saying why."""
+        if self._list_statement(stmt, call):  # hs.append(h)
+            return
         name = ast.unparse(call.func)
         if isinstance(call.func, ast.Attribute) and call.func.attr in _MUTATORS and \
                 self._is_local_value(call.func.value):
