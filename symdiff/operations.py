@@ -80,6 +80,7 @@ class Operations:
                 if v.expr is None and v.value is not None:
                     self._need_number(v, args[p])
                 vals[p] = self._shallow(v, args[p])
+            self._refuse_static(row, vals, args, name)
             expr = row.sympy(*[v.expr if v.expr is not None else v.value for v in vals.values()])
             code = ast.Call(copy.copy(node.func), [v.code for v in vals.values()][
                 :len(node.args)], [ast.keyword(k.arg, vals[k.arg].code) for k in node.keywords])
@@ -97,6 +98,18 @@ class Operations:
             return Val(expr, code, calls,
                        depth=max((v.depth for v in vals.values()), default=0) + CALL_DEPTH)
         return self._array_op(node, row, args)
+
+    def _refuse_static(self, row, vals, args, name):
+        """A static parameter (polygamma's order, gammainc's a) has no derivative in the
+        rule: refused where it depends on the differentiated inputs."""
+        for p in row.static:
+            expr = vals[p].expr if p in vals else None
+            if expr is not None and any(s.name in self.active for s in expr.free_symbols):
+                others = [q for q in row.params if q not in row.static]
+                self.fail(args[p], f"{name} is differentiated in {' and '.join(others)} "
+                          f"only, and its {p} depends on the differentiated inputs",
+                          f"compute {p} without them, or write stop_gradient({p}) to "
+                          "leave its gradient out")
 
     def _carries_gradient(self, node, row) -> bool:
         """Whether an argument of ``row`` that has a gradient (not a shape or a count, whose

@@ -125,7 +125,17 @@ CASES = {
                  ("np.sum(np.where(x > y, x, y) ** 2)", (3, 1), (1, 4)),
                  ("np.sum(np.where(x > 0, x, 0.0))", (5,))],
     "scipy.special.logsumexp": [("logsumexp(x)", (5,)),
-                                ("np.sum(logsumexp(x, axis=1) * y)", (3, 4), (3,))],
+                                ("np.sum(logsumexp(x, axis=1) * y)", (3, 4), (3,)),
+                                ("logsumexp(x, b=y ** 2)", (3, 4), (4,)),
+                                ("np.sum(logsumexp(x, 1, y ** 2) ** 2)", (3, 4), (3, 1)),
+                                ("logsumexp(x, b=y ** 2, keepdims=True)[0, 0]", (4,), (3, 4))],
+    "scipy.special.softmax": [("np.sum(scipy.special.softmax(x) * y)", (5,), (5,)),
+                              ("np.sum(scipy.special.softmax(x, axis=1) * y)", (3, 4), (4,)),
+                              ("np.sum(scipy.special.softmax(x, axis=(0, 1)) ** 2)", (3, 4))],
+    "scipy.special.log_softmax": [
+        ("np.sum(scipy.special.log_softmax(x) * y)", (5,), (5,)),
+        ("np.sum(scipy.special.log_softmax(x, 0) * y)", (3, 4), (3, 1)),
+        ("np.sum(scipy.special.log_softmax(x, axis=(0, 1)) ** 2)", (3, 4))],
     "x[...]": [("np.sum(x[1:] ** 2)", (5,)), ("np.sum(x[:, 0] * y)", (3, 4), (3,)),
                ("np.sum(x[::2, -1] ** 3)", (5, 3)), ("x[2] * x[-1]", (4,)),
                ("x[1, 2] ** 2", (3, 4)), ("np.sum(x[[0, 0, 2]] ** 3)", (4,)),
@@ -134,7 +144,7 @@ CASES = {
                ("np.sum(x[:-1] * x[1:])", (6,))],
 }
 
-HEADER = "import numpy as np\nfrom scipy.special import logsumexp\n"
+HEADER = "import numpy as np\nimport scipy.special\nfrom scipy.special import logsumexp\n"
 
 
 def _cases():
@@ -726,9 +736,8 @@ def test_third_positional_argument_of_reductions(name):
 
 
 def test_logsumexp_positional_weight():
-    # The weight b is not supported: refused rather than read as keepdims.
-    with pytest.raises(SymdiffError, match="by position here"):
-        grad(POSITIONAL.logsumexp_b)(V3)
+    # The third positional argument is the weight b, as SciPy reads it (not keepdims).
+    check_grad(POSITIONAL.logsumexp_b, (V3,))
 
 
 EMPTY = load("""
