@@ -9,8 +9,10 @@ generated from these rows.
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -1114,10 +1116,14 @@ def resolve_name(dotted: str):
     return obj
 
 
-def _index(rows):
+def _index(rows, scipy=False):
+    """Object id -> (object, row) for each spelling of ``rows``: NumPy's, math's and the
+    builtins' spellings, or (``scipy``) SciPy's."""
     table = {}
     for row in rows:
         for name in row.names:
+            if name.startswith("scipy.") != scipy:
+                continue
             try:
                 obj = resolve_name(name)
             except (ImportError, AttributeError):  # an optional module (SciPy) is missing
@@ -1130,9 +1136,18 @@ _BY_ID = {**_index(ELEMENTWISE), **_index(ARRAY_OPS)}
 _NO_GRADIENT_IDS = {id(resolve_name(n)) for n in NO_GRADIENT}
 
 
+@functools.cache
+def _scipy_by_id():
+    # Importing SciPy takes a second: done the first time a function of a module that has
+    # imported it is looked up (a SciPy function object exists only once it is imported).
+    return {**_index(ELEMENTWISE, scipy=True), **_index(ARRAY_OPS, scipy=True)}
+
+
 def lookup(obj):
     """The row (Elementwise or ArrayOp) for a function object, or None."""
     hit = _BY_ID.get(id(obj))
+    if hit is None and "scipy.special" in sys.modules:
+        hit = _scipy_by_id().get(id(obj))
     return hit[1] if hit is not None and hit[0] is obj else None
 
 
