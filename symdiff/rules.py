@@ -1033,7 +1033,9 @@ ELEMENTWISE += (
     E((_S + "jv", _S + "jn"), ("v", "z"), Jv, (0.1, 4.0), static=("v",),
       note="in z only; the order v has no gradient"),
     # (yn truncates a float order to an integer, as the image does)
-    E((_S + "yn",), ("n", "x"), lambda n, x: Yv(Trunc(n), x), (0.1, 4.0), static=("n",),
+    E((_S + "yn",), ("n", "x"),
+      lambda n, x: Yv(n if getattr(n, "is_Integer", False) else Trunc(n), x), (0.1, 4.0),
+      static=("n",),
       note="in x only; the order n has no gradient"),
     E((_S + "yv",), ("v", "z"), Yv, (0.1, 4.0), static=("v",),
       note="in z only; the order v has no gradient"),

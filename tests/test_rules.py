@@ -2095,3 +2095,14 @@ def test_exported_gradient_imports_scipy_special_for_its_derivatives(tmp_path):
     x = np.array([0.5, 2.0])
     (dx,) = namespace["grad_f"](x)  # (a tuple: the CLI differentiates in every parameter)
     np.testing.assert_allclose(dx, scipy_special().digamma(x))
+
+
+def test_logsumexp_return_sign_stays_refused():
+    f = load("from scipy.special import logsumexp\n\n\n"
+             "def f(x):\n    return logsumexp(x, return_sign=True)[0]\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.ones(2))
+    lines = str(e.value).splitlines()
+    assert lines[0].endswith(":5:37: logsumexp(..., return_sign=...) is not supported")
+    assert lines[3].strip() == ("supported instead: logsumexp(a, axis, b, keepdims); the "
+                                "coverage table in README.md")
