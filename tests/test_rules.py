@@ -629,7 +629,8 @@ def test_every_custom_sympy_function_prints_as_its_tree():
             except (TypeError, ValueError):
                 continue
             try:
-                alone = value(plain)
+                with np.errstate(all="ignore"):  # (polygamma of a fractional order: NaN)
+                    alone = value(plain)
             except ValueError:  # (multigammaln's dimension must be an integer)
                 continue
             contexts = [lambda t: 3 * t, lambda t: t ** 3, lambda t: b ** t, lambda t: -t,
