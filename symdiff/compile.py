@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
+import importlib
 import linecache
 import math
 
@@ -40,6 +41,9 @@ def compile_source(source: str, name: str, names: dict, np_alias: str = "np"):
             globs[free] = names[free]
         elif free == "math":  # (the float path's, where the function has no math of its own)
             globs[free] = math
+        elif free == "scipy":  # (a derivative printed as SciPy's: see rules._SciPy)
+            globs[free] = importlib.import_module("scipy")
+            importlib.import_module("scipy.special")
     exec(code, globs)
     fn = globs.get(name)
     if fn is None:  # pragma: no cover - emit always defines it

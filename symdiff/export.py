@@ -201,7 +201,10 @@ class _Writer:
                 self.problem(f"cannot export: {name!r} is not NumPy in the file, and the "
                              "generated code needs it to be", None, name)
             return  # imported as numpy
-        if obj is MISSING:
+        if obj is MISSING and name == "scipy":  # (a derivative printed as SciPy's call)
+            self.import_lines["import scipy.special"] = None
+            self.defined.add(name)
+        elif obj is MISSING:
             self.problem(f"cannot export {name!r} (read by {who}): "
                          f"{self.module.path} does not define it", node)
         elif obj is getattr(builtins, name, MISSING):

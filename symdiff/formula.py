@@ -331,8 +331,8 @@ def _display(expr, params=()):
     np.e, exp(x)), so that they are not read as the parameter."""
     for cls, shown in _SHOWN_AS:
         expr = expr.replace(cls, shown)
-    expr = expr.replace(lambda e: isinstance(e, rules._NumpyFunction),
-                        lambda e: sp.Function(type(e).__name__.lower())(*e.args))
+    expr = expr.replace(lambda e: isinstance(e, rules._NumpyFunction), lambda e: sp.Function(
+        getattr(e, "special", "") or type(e).__name__.lower())(*e.args))  # (SciPy's: log_ndtr)
     if "pi" in params:
         expr = expr.xreplace({sp.pi: Opaque("np.pi")})
     if "e" in params:

@@ -29,9 +29,10 @@ from .parse import MISSING, FunctionSource, Parsed
 from .references import References
 from .statements import Statements
 
-# Names the generated code uses for itself: NumPy, and every helper in runtime.py.
-RESERVED = ("np", "SymdiffError", *(n for n, v in vars(runtime).items()
-                                    if n.startswith("_") and callable(v)))
+# Names the generated code uses for itself: NumPy, SciPy (in derivatives of its functions),
+# and every helper in runtime.py.
+RESERVED = ("np", "scipy", "SymdiffError", *(n for n, v in vars(runtime).items()
+                                             if n.startswith("_") and callable(v)))
 
 
 def lower(parsed: Parsed, wrt, kinds=None, has_aux=False) -> IR:

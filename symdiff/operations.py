@@ -97,6 +97,7 @@ class Operations:
                               f"in {p} has no closed form",
                               f"{p} as a constant: a number, or a value that does not "
                               "depend on the differentiated inputs")
+            self._refuse_static(row, vals, args, name)
             values = {p: v.expr if v.expr is not None else v.value for p, v in vals.items()}
             if list(values) == list(row.params[:len(values)]):
                 expr = row.sympy(*values.values())
@@ -136,6 +137,18 @@ class Operations:
             param, code, _ = row.alone
             return (ast.unparse(given[param]) if param in given else row.defaults[param]) != code
         return True
+
+    def _refuse_static(self, row, vals, args, name):
+        """A static parameter (polygamma's order, gammainc's a) has no derivative in the
+        rule: refused where it depends on the differentiated inputs."""
+        for p in row.static:
+            expr = vals[p].expr if p in vals else None
+            if expr is not None and any(s.name in self.active for s in expr.free_symbols):
+                others = [q for q in row.params if q not in row.static]
+                self.fail(args[p], f"{name} is differentiated in {' and '.join(others)} "
+                          f"only, and its {p} depends on the differentiated inputs",
+                          f"compute {p} without them, or write stop_gradient({p}) to "
+                          "leave its gradient out")
 
     def _carries_gradient(self, node, row) -> bool:
         """Whether an argument of ``row`` that has a gradient (not a shape or a count, whose

@@ -312,7 +312,9 @@ class Elementwise:
     """An elementwise function: its spellings, its parameters, and its SymPy image.
 
     ``domain`` is where the rule is tested (and where the function is smooth enough for
-    central differences); ``optional`` parameters may be left out of a call.
+    central differences); ``optional`` parameters may be left out of a call. ``static``
+    parameters (an order, a dimension) have no derivative here: a call where one depends
+    on the differentiated inputs is refused where it is written.
     """
 
     names: tuple[str, ...]
@@ -324,6 +326,9 @@ class Elementwise:
     # Parameters whose derivative has no closed form: refused where they depend on the
     # differentiated inputs (a cdf in its shape parameter).
     refused: tuple[str, ...] = ()
+    # Parameters without gradient (polygamma's order): refused where they depend on the
+    # differentiated inputs.
+    static: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1067,8 +1072,6 @@ ARRAY_OPS += (
              note="as np.split"),
 )
 
-_LSE = {"a": _UNREDUCE + " * {np}.exp({a} - _unreduce({out}, {a}, {axis}, {keepdims}))"}
-# (return_sign=True: the values and their signs, 1 without b=)
 # scipy.linalg's Cholesky pair: cho_solve((c, lower), b) takes the pair as its parameters
 # c and lower (the c of cho_factor, or a triangular factor such as np.linalg.cholesky's).
 _CHO_SOLVE = "_cho_solve_grad({g}, {c}, {lower}, {b}, {out}, %d)"
@@ -1083,10 +1086,484 @@ ARRAY_OPS += (
       note="cho_solve((c, lower), b): c from cho_factor or a triangular factor"),
 )
 
-A_LSE = _several(("scipy.special.logsumexp",), ("a", "axis", "keepdims", "return_sign"),
-                 (("res", _LSE), ("sgn", {})), {**_RED, "return_sign": "False"},
-                 alone=("return_sign", "False", _LSE), positional=2,
-                 note="where SciPy is installed; r, sign = ...(return_sign=True); b= is refused")
+# --- scipy.special (issue 13): expit, logit, erf..., gamma..., Bessel, xlogy, softmax ---
+#
+# Each SciPy function's image prints as SciPy's own call, scipy.special.<name>(...): the
+# generated code reads the name scipy only where a derivative needs one (compile binds it
+# then), so a gradient of code without SciPy never imports it.
+
+
+class _SciPy(_NumpyFunction):
+    """A function of scipy.special, printed as ``scipy.special.<special>(...)``."""
+
+    special = ""
+
+    def numpy(self):
+        return call("scipy.special." + self.special)(*self.args)
+
+
+class Expit(_SciPy):
+    """The logistic sigmoid; its slope expit(x)*expit(-x) keeps its relative precision in
+    both tails (s*(1 - s) is 0 beyond x = 37, where the slope is 1e-16 and more)."""
+
+    nargs, special = 1, "expit"
+
+    def fdiff(self, argindex=1):
+        return self * Expit(-self.args[0])
+
+
+class Logit(_SciPy):
+    """log(p / (1 - p)), the inverse of expit."""
+
+    nargs, special = 1, "logit"
+
+    def fdiff(self, argindex=1):
+        p = self.args[0]
+        return 1 / (p * (1 - p))
+
+
+class Erfcx(_SciPy):
+    """exp(x**2)*erfc(x), finite where exp(x**2) alone overflows: the factor that makes the
+    slopes of log_ndtr and erfcinv stable."""
+
+    nargs, special = 1, "erfcx"
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return 2 * x * self - 2 / sp.sqrt(sp.pi)
+
+
+class Erfinv(_SciPy):
+    """The inverse of erf; slope sqrt(pi)/2*exp(y**2) at y = erfinv(x) (finite: |y| < 6
+    for every float x inside (-1, 1))."""
+
+    nargs, special = 1, "erfinv"
+
+    def fdiff(self, argindex=1):
+        return sp.sqrt(sp.pi) / 2 * sp.exp(self**2)
+
+
+class Erfcinv(_SciPy):
+    """The inverse of erfc; slope -sqrt(pi)/2*exp(y**2), written -sqrt(pi)/2*erfcx(y)/x
+    (x = erfc(y)), which does not overflow near x = 0 as exp(y**2) does."""
+
+    nargs, special = 1, "erfcinv"
+
+    def fdiff(self, argindex=1):
+        return -sp.sqrt(sp.pi) / 2 * Erfcx(self) / self.args[0]
+
+
+class Ndtr(_SciPy):
+    """The standard normal CDF."""
+
+    nargs, special = 1, "ndtr"
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return sp.exp(-x**2 / 2) / sp.sqrt(2 * sp.pi)
+
+
+class LogNdtr(_SciPy):
+    """log of the normal CDF; slope pdf/cdf written sqrt(2/pi)/erfcx(-x/sqrt(2)): no
+    0/0 where the CDF underflows (x = -40), and 0, not NaN, far right."""
+
+    nargs, special = 1, "log_ndtr"
+
+    def fdiff(self, argindex=1):
+        return sp.sqrt(2 / sp.pi) / Erfcx(-self.args[0] / sp.sqrt(2))
+
+
+class Ndtri(_SciPy):
+    """The inverse of ndtr; slope sqrt(2 pi)*exp(y**2/2) at y = ndtri(p)."""
+
+    nargs, special = 1, "ndtri"
+
+    def fdiff(self, argindex=1):
+        return sp.sqrt(2 * sp.pi) * sp.exp(self**2 / 2)
+
+
+class Polygamma(_SciPy):
+    """polygamma(n, x), the n-th derivative of digamma (n = 0: digamma itself, printed as
+    scipy.special.digamma); the order n has no gradient (a static parameter)."""
+
+    nargs = 2
+
+    def numpy(self):
+        n, x = self.args
+        if n == 0:
+            return call("scipy.special.digamma")(x)
+        return call("scipy.special.polygamma")(n, x)
+
+    def fdiff(self, argindex=2):
+        if argindex != 2:
+            raise sp.ArgumentIndexError(self, argindex)
+        n, x = self.args
+        return Polygamma(n + 1, x)
+
+
+def _digamma(x):
+    return Polygamma(sp.S.Zero, x)
+
+
+class Gammaln(_SciPy):
+    """log|gamma(x)|; slope digamma(x)."""
+
+    nargs, special = 1, "gammaln"
+
+    def fdiff(self, argindex=1):
+        return _digamma(self.args[0])
+
+
+class Gamma(_SciPy):
+    """gamma(x); slope gamma(x)*digamma(x)."""
+
+    nargs, special = 1, "gamma"
+
+    def fdiff(self, argindex=1):
+        return self * _digamma(self.args[0])
+
+
+class Rgamma(_SciPy):
+    """1/gamma(x), smooth everywhere; its slope is a helper of runtime's that keeps the
+    limit at 0, -1, -2, ..., where -digamma(x)/gamma(x) is 0*inf."""
+
+    nargs, special = 1, "rgamma"
+
+    def fdiff(self, argindex=1):
+        return call("_rgamma_slope")(self.args[0])
+
+
+class Gammasgn(_SciPy):
+    """The sign of gamma(x): derivative 0."""
+
+    nargs, special = 1, "gammasgn"
+
+    def fdiff(self, argindex=1):
+        return sp.S.Zero
+
+
+class Beta(_SciPy):
+    """beta(a, b); d/da = beta(a, b)*(digamma(a) - digamma(a + b))."""
+
+    nargs, special = 2, "beta"
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        return self * (_digamma(self.args[argindex - 1]) - _digamma(a + b))
+
+
+class Betaln(_SciPy):
+    """log|beta(a, b)|; d/da = digamma(a) - digamma(a + b)."""
+
+    nargs, special = 2, "betaln"
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        return _digamma(self.args[argindex - 1]) - _digamma(a + b)
+
+
+class Multigammaln(_SciPy):
+    """The log of the multivariate gamma function of dimension d (a static integer); its
+    slope is a sum of digammas, a helper of runtime's."""
+
+    nargs, special = 2, "multigammaln"
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sp.ArgumentIndexError(self, argindex)
+        return call("_multigammaln_slope")(*self.args)
+
+
+class Xlogy(_SciPy):
+    """x*log(y), 0 where x = 0 (as SciPy): d/dy = x/y is 0 there too, also at y = 0."""
+
+    nargs, special = 2, "xlogy"
+
+    def fdiff(self, argindex=1):
+        x, y = self.args
+        return sp.log(y) if argindex == 1 else Ratio(x, y)
+
+
+class Xlog1py(_SciPy):
+    """x*log1p(y), 0 where x = 0 (as SciPy): d/dy = x/(1 + y) is 0 there too."""
+
+    nargs, special = 2, "xlog1py"
+
+    def fdiff(self, argindex=1):
+        x, y = self.args
+        return call("np.log1p")(y) if argindex == 1 else Ratio(x, 1 + y)
+
+
+class Entr(_SciPy):
+    """-x*log(x) (0 at 0, -inf below)."""
+
+    nargs, special = 1, "entr"
+
+    def fdiff(self, argindex=1):
+        return -sp.log(self.args[0]) - 1
+
+
+class RelEntr(_SciPy):
+    """x*log(x/y) for positive x and y (0 at x = 0): d/dy = -x/y, 0 at x = 0."""
+
+    nargs, special = 2, "rel_entr"
+
+    def fdiff(self, argindex=1):
+        x, y = self.args
+        return sp.log(x / y) + 1 if argindex == 1 else -Ratio(x, y)
+
+
+class KlDiv(_SciPy):
+    """x*log(x/y) - x + y for positive x and y: d/dy = 1 - x/y."""
+
+    nargs, special = 2, "kl_div"
+
+    def fdiff(self, argindex=1):
+        x, y = self.args
+        return sp.log(x / y) if argindex == 1 else 1 - Ratio(x, y)
+
+
+class Gammainc(_SciPy):
+    """The regularized lower incomplete gamma function P(a, x); differentiated in x only
+    (a is static): x**(a - 1)*exp(-x)/gamma(a), computed as one exp of logs (xlogy: the
+    power is 1 at a = 1, x = 0), which neither overflows nor is 0*inf."""
+
+    nargs, special = 2, "gammainc"
+
+    def fdiff(self, argindex=2):
+        if argindex != 2:
+            raise sp.ArgumentIndexError(self, argindex)
+        a, x = self.args
+        return sp.exp(Xlogy(a - 1, x) - x - Gammaln(a))
+
+
+class Gammaincc(_SciPy):
+    """1 - gammainc(a, x); differentiated in x only (a is static)."""
+
+    nargs, special = 2, "gammaincc"
+
+    def fdiff(self, argindex=2):
+        if argindex != 2:
+            raise sp.ArgumentIndexError(self, argindex)
+        return -Gammainc(*self.args).fdiff(2)
+
+
+class Betainc(_SciPy):
+    """The regularized incomplete beta function I_x(a, b); differentiated in x only (a and
+    b are static): x**(a-1)*(1-x)**(b-1)/beta(a, b), as one exp of logs."""
+
+    nargs, special = 3, "betainc"
+
+    def fdiff(self, argindex=3):
+        if argindex != 3:
+            raise sp.ArgumentIndexError(self, argindex)
+        a, b, x = self.args
+        return sp.exp(Xlogy(a - 1, x) + Xlog1py(b - 1, -x) - Betaln(a, b))
+
+
+# Bessel functions: d/dx I_v = (I_{v-1} + I_{v+1})/2, d/dx J_v = (J_{v-1} - J_{v+1})/2 (Y
+# as J); the exponentially scaled ive(v, x) = iv(v, x)*exp(-|x|) adds -sign(x)*ive. These
+# forms hold at x = 0, where i1(x)/x, in i1' = i0 - i1/x, is 0/0. The order is static.
+
+
+class Iv(_SciPy):
+    """The modified Bessel function of the first kind of real order v."""
+
+    nargs, special = 2, "iv"
+
+    def fdiff(self, argindex=2):
+        if argindex != 2:
+            raise sp.ArgumentIndexError(self, argindex)
+        v, x = self.args
+        return (Iv(v - 1, x) + Iv(v + 1, x)) / 2
+
+
+class Ive(_SciPy):
+    """iv(v, x)*exp(-|x|)."""
+
+    nargs, special = 2, "ive"
+
+    def fdiff(self, argindex=2):
+        if argindex != 2:
+            raise sp.ArgumentIndexError(self, argindex)
+        v, x = self.args
+        return (Ive(v - 1, x) + Ive(v + 1, x)) / 2 - Sign(x) * self
+
+
+class I0(_SciPy):
+    """iv(0, x); slope i1(x)."""
+
+    nargs, special = 1, "i0"
+
+    def fdiff(self, argindex=1):
+        return I1(self.args[0])
+
+
+class I1(_SciPy):
+    """iv(1, x); slope (i0(x) + iv(2, x))/2."""
+
+    nargs, special = 1, "i1"
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return (I0(x) + Iv(2, x)) / 2
+
+
+class I0e(_SciPy):
+    """i0(x)*exp(-|x|); slope i1e(x) - sign(x)*i0e(x)."""
+
+    nargs, special = 1, "i0e"
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return I1e(x) - Sign(x) * self
+
+
+class I1e(_SciPy):
+    """i1(x)*exp(-|x|)."""
+
+    nargs, special = 1, "i1e"
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return (I0e(x) + Ive(2, x)) / 2 - Sign(x) * self
+
+
+class Jv(_SciPy):
+    """The Bessel function of the first kind of real order v (jn is the same function)."""
+
+    nargs, special = 2, "jv"
+
+    def fdiff(self, argindex=2):
+        if argindex != 2:
+            raise sp.ArgumentIndexError(self, argindex)
+        v, x = self.args
+        return (Jv(v - 1, x) - Jv(v + 1, x)) / 2
+
+
+class Yv(_SciPy):
+    """The Bessel function of the second kind of real order v."""
+
+    nargs, special = 2, "yv"
+
+    def fdiff(self, argindex=2):
+        if argindex != 2:
+            raise sp.ArgumentIndexError(self, argindex)
+        v, x = self.args
+        return (Yv(v - 1, x) - Yv(v + 1, x)) / 2
+
+
+class J0(_SciPy):
+    """jv(0, x); slope -j1(x)."""
+
+    nargs, special = 1, "j0"
+
+    def fdiff(self, argindex=1):
+        return -J1(self.args[0])
+
+
+class J1(_SciPy):
+    """jv(1, x); slope (j0(x) - jv(2, x))/2."""
+
+    nargs, special = 1, "j1"
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return (J0(x) - Jv(2, x)) / 2
+
+
+class Y0(_SciPy):
+    """yv(0, x); slope -y1(x)."""
+
+    nargs, special = 1, "y0"
+
+    def fdiff(self, argindex=1):
+        return -Y1(self.args[0])
+
+
+class Y1(_SciPy):
+    """yv(1, x); slope (y0(x) - yv(2, x))/2."""
+
+    nargs, special = 1, "y1"
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return (Y0(x) - Yv(2, x)) / 2
+
+
+_S = "scipy.special."
+ELEMENTWISE += (
+    E((_S + "expit",), ("x",), Expit, note="slope expit(x)*expit(-x): precise in both tails"),
+    E((_S + "logit",), ("p",), Logit, (0.05, 0.95)),
+    E((_S + "erf",), ("z",), sp.erf),
+    E((_S + "erfc",), ("x",), sp.erfc),
+    E((_S + "erfcx",), ("x",), Erfcx),
+    E((_S + "erfinv",), ("y",), Erfinv, (-0.95, 0.95)),
+    E((_S + "erfcinv",), ("y",), Erfcinv, (0.05, 1.95), note="stable near 0 and 2"),
+    E((_S + "ndtr",), ("x",), Ndtr),
+    E((_S + "log_ndtr",), ("x",), LogNdtr, (-6.0, 6.0), note="stable in both tails"),
+    E((_S + "ndtri",), ("y",), Ndtri, (0.05, 0.95)),
+    E((_S + "gamma",), ("z",), Gamma, (0.1, 4.0)),
+    E((_S + "gammaln",), ("x",), Gammaln, (0.1, 4.0)),
+    E((_S + "rgamma",), ("z",), Rgamma, note="smooth also at 0, -1, -2, ..."),
+    E((_S + "gammasgn",), ("x",), Gammasgn, (0.1, 4.0), note="derivative 0"),
+    E((_S + "digamma", _S + "psi"), ("z",), _digamma, (0.1, 4.0)),
+    E((_S + "polygamma",), ("n", "x"), Polygamma, (0.1, 4.0), static=("n",),
+      note="the order n has no gradient"),
+    E((_S + "multigammaln",), ("a", "d"), Multigammaln, (2.1, 5.0), static=("d",),
+      note="the dimension d has no gradient"),
+    E((_S + "beta",), ("a", "b"), Beta, (0.1, 4.0)),
+    E((_S + "betaln",), ("a", "b"), Betaln, (0.1, 4.0)),
+    E((_S + "xlogy",), ("x", "y"), Xlogy, (0.1, 3.0), note="0 at x = 0, and so is d/dy"),
+    E((_S + "xlog1py",), ("x", "y"), Xlog1py, (0.1, 3.0), note="0 at x = 0, and so is d/dy"),
+    E((_S + "entr",), ("x",), Entr, (0.1, 3.0)),
+    E((_S + "rel_entr",), ("x", "y"), RelEntr, (0.1, 3.0)),
+    E((_S + "kl_div",), ("x", "y"), KlDiv, (0.1, 3.0)),
+    E((_S + "gammainc",), ("a", "x"), Gammainc, (0.1, 4.0), static=("a",),
+      note="in x only; a has no gradient"),
+    E((_S + "gammaincc",), ("a", "x"), Gammaincc, (0.1, 4.0), static=("a",),
+      note="in x only; a has no gradient"),
+    E((_S + "betainc",), ("a", "b", "x"), Betainc, (0.1, 0.9), static=("a", "b"),
+      note="in x only; a and b have no gradient"),
+    E((_S + "iv",), ("v", "x"), Iv, (0.1, 4.0), static=("v",),
+      note="in x only; the order v has no gradient"),
+    E((_S + "ive",), ("v", "x"), Ive, (0.1, 4.0), static=("v",),
+      note="in x only; the order v has no gradient"),
+    E((_S + "i0",), ("x",), I0),
+    E((_S + "i1",), ("x",), I1),
+    E((_S + "i0e",), ("x",), I0e),
+    E((_S + "i1e",), ("x",), I1e),
+    E((_S + "jv", _S + "jn"), ("v", "z"), Jv, (0.1, 4.0), static=("v",),
+      note="in z only; the order v has no gradient"),
+    # (yn truncates a float order to an integer, as the image does)
+    E((_S + "yn",), ("n", "x"),
+      lambda n, x: Yv(n if getattr(n, "is_Integer", False) else Trunc(n), x), (0.1, 4.0),
+      static=("n",),
+      note="in x only; the order n has no gradient"),
+    E((_S + "yv",), ("v", "z"), Yv, (0.1, 4.0), static=("v",),
+      note="in z only; the order v has no gradient"),
+    E((_S + "j0",), ("x",), J0),
+    E((_S + "j1",), ("x",), J1),
+    E((_S + "y0",), ("x",), Y0, (0.1, 4.0)),
+    E((_S + "y1",), ("x",), Y1, (0.1, 4.0)),
+)
+ARRAY_OPS += (
+    A((_S + "softmax",), ("x", "axis"), {"x": "_softmax_grad({g}, {out}, {axis})"},
+      {"axis": "None"}, note="over all entries, or along axis= (an int or a tuple)"),
+    A((_S + "log_softmax",), ("x", "axis"), {"x": "_log_softmax_grad({g}, {out}, {axis})"},
+      {"axis": "None"}, note="over all entries, or along axis= (an int or a tuple)"),
+)
+
+# (return_sign=True: the values and their signs; the slope of log|sum(b*exp(a))| carries
+# the sign)
+_LSE = "_logsumexp_grad({g}, {a}, {b}, {out}, {axis}, {keepdims}, %d%s)"
+A_LSE = _several(("scipy.special.logsumexp",), ("a", "axis", "b", "keepdims", "return_sign"),
+                 (("res", {"a": _LSE % (0, ", {factors}"), "b": _LSE % (1, ", {factors}")}),
+                  ("sgn", {})),
+                 {"axis": "None", "b": "None", "keepdims": "False", "return_sign": "False"},
+                 alone=("return_sign", "False", {"a": _LSE % (0, ""), "b": _LSE % (1, "")}),
+                 positional=3, note="where SciPy is installed; weights b= too; r, sign = "
+                 "...(return_sign=True)")
 ARRAY_OPS += (A_LSE,)
 
 # Reading by index, x[...]: basic slices, integer arrays (repeats accumulate), boolean masks.

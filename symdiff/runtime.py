@@ -1921,3 +1921,53 @@ def _list_index_grad(g, items, index):
             parts[index[0]] = parts[index[0]] + g
         return _list_stacked(parts)
     return _scatter(g, np.zeros(shape), index)
+
+# --- helpers of the scipy.special rules (issue 13); SciPy is imported where one is called ---
+
+
+def _rgamma_slope(x):
+    """d/dx 1/gamma(x) = -digamma(x)/gamma(x); at x = -n (n = 0, 1, 2, ...), where that
+    is 0*inf, its limit (-1)**n * n!."""
+    from scipy import special
+
+    x = np.asarray(x, dtype=np.result_type(x, 1.0))
+    pole = (x <= 0) & (x == np.floor(x))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = -special.rgamma(x) * special.digamma(x)
+        limit = np.where(np.floor(-x) % 2 == 0, 1.0, -1.0) * special.gamma(1 - x)
+    return np.where(pole, limit, slope)[()]
+
+
+def _multigammaln_slope(a, d):
+    """d/da multigammaln(a, d) = sum over j < d of digamma(a - j/2)."""
+    from scipy import special
+
+    return sum(special.digamma(a - j / 2) for j in range(int(d)))
+
+
+def _logsumexp_grad(g, a, b, out, axis, keepdims, which, factors=None):
+    """The adjoint of ``a`` (which 0) or of the weights ``b`` (which 1) of
+    scipy.special.logsumexp(a, axis, b, keepdims): g*b*exp(a - out) and g*exp(a - out),
+    over the shape a and b broadcast to (the one the reduction runs over), summed back to
+    the operand's. With return_sign=True (``factors`` the values and their signs), out is
+    log|sum(b*exp(a))|, whose slope carries the sign."""
+    if factors is not None:
+        g = g * factors[1]
+    shape = np.shape(a) if b is None else np.broadcast_shapes(np.shape(a), np.shape(b))
+    full = np.broadcast_to(a, shape)
+    share = _unreduce(g, full, axis, keepdims) * np.exp(a - _unreduce(out, full, axis,
+                                                                      keepdims))
+    if which == 0:
+        return _unbroadcast(share if b is None else share * b, a)
+    return _unbroadcast(share, b)
+
+
+def _softmax_grad(g, out, axis=None):
+    """The adjoint of ``x`` in ``out = scipy.special.softmax(x, axis)``: out*(g - sum(g*out))."""
+    return out * (g - np.sum(g * out, axis=axis, keepdims=True))
+
+
+def _log_softmax_grad(g, out, axis=None):
+    """The adjoint of ``x`` in ``out = scipy.special.log_softmax(x, axis)``:
+    g - exp(out)*sum(g)."""
+    return g - np.exp(out) * np.sum(g, axis=axis, keepdims=True)

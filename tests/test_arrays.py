@@ -147,8 +147,20 @@ CASES = {
     "np.nan_to_num": [("np.sum(np.nan_to_num(x) * y)", (3, 4), (3, 4))],
     "scipy.special.logsumexp": [("logsumexp(x)", (5,)),
                                 ("np.sum(logsumexp(x, axis=1) * y)", (3, 4), (3,)),
+                                ("logsumexp(x, b=y ** 2)", (3, 4), (4,)),
+                                ("np.sum(logsumexp(x, 1, y ** 2) ** 2)", (3, 4), (3, 1)),
+                                ("logsumexp(x, b=y ** 2, keepdims=True)[0, 0]", (4,), (3, 4)),
                                 ("np.sum(logsumexp(x, 0, return_sign=True)[0] * y)",
-                                 (3, 4), (4,))],
+                                 (3, 4), (4,)),
+                                ("np.sum(logsumexp(x, 1, y - 0.5, return_sign=True)[0] ** 2)",
+                                 (3, 4), (3, 4))],
+    "scipy.special.softmax": [("np.sum(scipy.special.softmax(x) * y)", (5,), (5,)),
+                              ("np.sum(scipy.special.softmax(x, axis=1) * y)", (3, 4), (4,)),
+                              ("np.sum(scipy.special.softmax(x, axis=(0, 1)) ** 2)", (3, 4))],
+    "scipy.special.log_softmax": [
+        ("np.sum(scipy.special.log_softmax(x) * y)", (5,), (5,)),
+        ("np.sum(scipy.special.log_softmax(x, 0) * y)", (3, 4), (3, 1)),
+        ("np.sum(scipy.special.log_softmax(x, axis=(0, 1)) ** 2)", (3, 4))],
     "scipy.linalg.cho_factor": [("np.sum(np.log(np.diag(scipy.linalg.cho_factor(x @ x.T + "
                                  "3 * np.eye(3), lower=True)[0])))", (3, 3))],
     "scipy.linalg.cho_solve": [("np.sum(scipy.linalg.cho_solve(scipy.linalg.cho_factor("
@@ -242,7 +254,8 @@ CASES.update({
          (2, 3), (4, 5))] for how in ("convolve", "correlate")},
 })
 
-HEADER = ("import numpy as np\nimport scipy.linalg\nimport scipy.signal\nimport scipy.stats\n"
+HEADER = ("import numpy as np\nimport scipy.linalg\nimport scipy.signal\nimport scipy.special\n"
+          "import scipy.stats\n"
           "from scipy.special import logsumexp\n")
 
 
@@ -825,9 +838,8 @@ def test_third_positional_argument_of_reductions(name):
 
 
 def test_logsumexp_positional_weight():
-    # The weight b is not supported: refused rather than read as keepdims.
-    with pytest.raises(SymdiffError, match="by position here"):
-        grad(POSITIONAL.logsumexp_b)(V3)
+    # The third positional argument is the weight b, as SciPy reads it (not keepdims).
+    check_grad(POSITIONAL.logsumexp_b, (V3,))
 
 
 EMPTY = load("""

@@ -27,8 +27,10 @@ from gradcheck import agrees, check_grad, equals, load, numeric_grad
 from symdiff import SymdiffError, grad, rules, value_and_grad
 from symdiff.rules import ELEMENTWISE, NO_GRADIENT, lookup, resolve_name
 
-SPELLINGS = [(row, name) for row in ELEMENTWISE for name in row.names]
-ARRAY_SPELLINGS = [(row, name) for row, name in SPELLINGS if name.startswith("np.")]
+# (Rows with static parameters, an order or a dimension, are tested at the end of the file.)
+SPELLINGS = [(row, name) for row in ELEMENTWISE for name in row.names if not row.static]
+ARRAYS = ("np.", "scipy.")  # spellings that take arrays (SciPy's ufuncs)
+ARRAY_SPELLINGS = [(row, name) for row, name in SPELLINGS if name.startswith(ARRAYS)]
 MULTI_ARG_ARRAY_SPELLINGS = [(row, name) for row, name in ARRAY_SPELLINGS
                              if len(row.params) - row.optional > 1]
 ZERO_DERIVATIVE = [(row, name) for row, name in SPELLINGS if "derivative 0" in row.note]
@@ -57,6 +59,7 @@ def make(name: str, params: tuple[str, ...], reduce: bool):
         import math
 
         import numpy as np
+        import scipy.special
         {"import scipy.stats" if name.startswith("scipy.") else ""}
 
 
@@ -412,7 +415,7 @@ def test_zero_derivative_rows_are_exactly_zero(row, name):
         assert x != round(x)
         assert g(x) == 0.0
         assert type(g(x)) is float
-    if name.startswith("np."):
+    if name.startswith(ARRAYS):
         fa = make(name, params, reduce=True)
         x = draw_point(row, rng, SHAPE[0])[0]
         out = grad(fa)(x)
@@ -611,7 +614,9 @@ def test_every_custom_sympy_function_prints_as_its_tree():
 
     a, b, u, v = sp.symbols("a b u v", real=True)
     printer = Printer()
-    env = {**vars(runtime), "np": np, "a": 0.7, "b": 1.3}
+    scipy = pytest.importorskip("scipy")
+    pytest.importorskip("scipy.special")
+    env = {**vars(runtime), "np": np, "scipy": scipy, "a": 0.7, "b": 1.3}
     # u and v stand for the compound arguments; their values are those of the compounds.
     compounds = (a - b / 4, a * b - 0.25)
     env.update(u=eval(printer.doprint(compounds[0]), dict(env)),  # noqa: S307
@@ -621,7 +626,7 @@ def test_every_custom_sympy_function_prints_as_its_tree():
         return eval(printer.doprint(expr), dict(env))  # noqa: S307
 
     classes = [c for c in vars(rules).values() if isinstance(c, type) and issubclass(
-        c, rules._NumpyFunction) and c is not rules._NumpyFunction]
+        c, rules._NumpyFunction) and c not in (rules._NumpyFunction, rules._SciPy)]
     classes += [algebra.Times]
     tried = 0
     for cls in classes:
@@ -630,7 +635,11 @@ def test_every_custom_sympy_function_prints_as_its_tree():
                 plain, compound = cls(*(u, v)[:count]), cls(*compounds[:count])
             except (TypeError, ValueError):
                 continue
-            alone = value(plain)
+            try:
+                with np.errstate(all="ignore"):  # (polygamma of a fractional order: NaN)
+                    alone = value(plain)
+            except ValueError:  # (multigammaln's dimension must be an integer)
+                continue
             contexts = [lambda t: 3 * t, lambda t: t ** 3, lambda t: b ** t, lambda t: -t,
                         lambda t: t - t ** 2, lambda t: b / t ** 2]
             with np.errstate(all="ignore"):
@@ -690,6 +699,7 @@ def test_rule_with_compound_operands(row, name):
         import math
 
         import numpy as np
+        import scipy.special
         {"import scipy.stats" if name.startswith("scipy.") else ""}
 
         ZERO = 0.0
@@ -703,10 +713,12 @@ def test_rule_with_compound_operands(row, name):
     rng = np.random.default_rng(2024)
     args = draw_point(row, rng, None)
     check_grad(module.f, args, wrt=differentiable(row))
-    if name.startswith("np."):
+    if name.startswith(ARRAYS):
         args = draw_point(row, rng, 4)
         check_grad(load(f"""
             import numpy as np
+            import scipy.special
+            {"import scipy.stats" if name.startswith("scipy.") else ""}
 
             ZERO = 0.0
             TWO = 2.0
@@ -714,7 +726,7 @@ def test_rule_with_compound_operands(row, name):
 
             def f({', '.join(params)}):
                 return np.sum({name}({operands}) ** TWO * (1.0 - ZERO * {name}({operands})))
-            """, "f"), args, wrt=tuple(range(len(params))))
+            """, "f"), args, wrt=differentiable(row))
 
 
 # --- degenerate points: where a function is smooth, its gradient is finite (issue 10) ---
@@ -998,6 +1010,10 @@ def test_rule_at_edge_points(row, name):
         jax = pytest.importorskip("jax")
         jax.config.update("jax_enable_x64", True)
         jnp = getattr(pytest.importorskip("jax.numpy"), name[3:], None)
+    elif name.startswith("scipy.special."):  # (JAX's SciPy, where it has the function)
+        jax = pytest.importorskip("jax")
+        jax.config.update("jax_enable_x64", True)
+        jnp = getattr(pytest.importorskip("jax.scipy.special"), name[14:], None)
     params = required(row)
     f = make(name, params, reduce=False)
     wrt = differentiable(row)
@@ -1039,14 +1055,14 @@ def test_rule_on_integer_boolean_0d_and_float32_arguments(row, name):
     kinds = [int, np.int64, np.float32, bool, np.int8, np.bool_, np.int16]
     if len(params) > 1:
         kinds = [int, np.float32, np.int8, bool]
-    if name.startswith("np."):
+    if name.startswith(ARRAYS):
         kinds += [np.array, lambda v: np.array([v, v], dtype=np.int32),
                   lambda v: np.array([v, v], dtype=np.float32),
                   lambda v: np.array([v, -v], dtype=np.int8),
                   lambda v: np.array([abs(v), 2 * abs(v)], dtype=np.uint8),
                   lambda v: np.array([v > 0, v < 0]),
                   lambda v: np.array([v, v], dtype=np.int16)]
-    f = make(name, params, reduce=name.startswith("np."))
+    f = make(name, params, reduce=name.startswith(ARRAYS))
     for kind in kinds:
         args = [kind(v) for v in point]
         try:
@@ -1223,7 +1239,18 @@ EDGE_ARRAYS = {
                       ("np.sum(np.nan_to_num(x))", np.zeros(0))],
     "scipy.special.logsumexp": [("logsumexp(x)", np.ones(1)),
                                 ("logsumexp(x)", np.array([-np.inf, 0.0])),
-                                ("logsumexp(x)", np.array([1000.0, 1000.0]))],
+                                ("logsumexp(x)", np.array([1000.0, 1000.0])),
+                                # (a zero weight: that entry's a has no gradient)
+                                ("logsumexp(x, b=np.arange(2.0))", np.array([3.0, 1.0]),
+                                 [0.0, 1.0])],
+    "scipy.special.softmax": [("scipy.special.softmax(x)[0]", np.ones(1), [0.0]),
+                              ("scipy.special.softmax(x)", np.array(2.0), 0.0),
+                              ("scipy.special.softmax(x)[1]", np.array([1000.0, 0.0]),
+                               [0.0, 0.0])],
+    "scipy.special.log_softmax": [("scipy.special.log_softmax(x)[0]", np.ones(1), [0.0]),
+                                  ("scipy.special.log_softmax(x)", np.array(2.0), 0.0),
+                                  ("scipy.special.log_softmax(x)[1]", np.array([1000.0, 0.0]),
+                                   [-1.0, 1.0])],
     # scipy.stats, scipy.signal (issue 13): rates at 1, counts below 0 or not whole
     # (flat there), a point at the mean, the centre of the simplex; a kernel of one.
     "scipy.stats.poisson.logpmf": [("scipy.stats.poisson.logpmf(3.0, x)", 2.0, 0.5),
@@ -1339,8 +1366,8 @@ def test_array_row_on_degenerate_operands(body, x, convention):
     """Against JAX (the gradient of the same expression in jax.numpy), or our convention
     where it differs; the gradient has x's shape, as float64 (float32 for float32)."""
     pytest.importorskip("scipy")
-    f = load("import numpy as np\nimport scipy.linalg\nimport scipy.signal\nimport scipy.stats\n"
-             "from scipy.special import logsumexp\n\n\n"
+    f = load("import numpy as np\nimport scipy.linalg\nimport scipy.signal\nimport scipy.special\n"
+             "import scipy.stats\nfrom scipy.special import logsumexp\n\n\n"
              f"def f(x):\n    return {body}\n", "f")
     with np.errstate(all="ignore"):
         ours = grad(f)(x)
@@ -3329,3 +3356,352 @@ def test_indexing_what_a_call_returns_alone_reads_its_entries():
              "    return logsumexp(x, axis=1)[0] + np.linalg.svd(x, compute_uv=False)[1] + "
              "logsumexp(x, return_sign=True)[0]\n", "f")
     check_grad(f, [np.random.default_rng(13).standard_normal((3, 4))])
+
+# --- scipy.special (issue 13): expit, logit, erf..., gamma..., Bessel, xlogy, entropies,
+# --- softmax, log_softmax, logsumexp's b=; the rows with static parameters; stable tails ---
+
+STATIC_SPELLINGS = [(row, name) for row in rules.ELEMENTWISE for name in row.names if row.static]
+# The values each row's static parameters (in the order of row.static) are tested at.
+STATIC_VALUES = {
+    "scipy.special.polygamma": [(0,), (1,), (3,)],
+    "scipy.special.multigammaln": [(1,), (2,), (4,)],
+    "scipy.special.gammainc": [(0.5,), (1.0,), (2.5,)],
+    "scipy.special.gammaincc": [(0.5,), (1.0,), (2.5,)],
+    "scipy.special.betainc": [(0.7, 1.5), (2.0, 0.8), (1.0, 1.0)],
+    "scipy.special.iv": [(0,), (1.5,), (-0.5,)],
+    "scipy.special.ive": [(0,), (1.5,), (3,)],
+    "scipy.special.jv": [(0,), (1,), (2.5,)],
+    "scipy.special.jn": [(0,), (2,)],
+    "scipy.special.yn": [(0,), (1,), (2,)],
+    "scipy.special.yv": [(0.5,), (2,)],
+}
+
+
+def test_every_static_row_has_values_and_resolves_to_itself():
+    assert {name for _, name in STATIC_SPELLINGS} == set(STATIC_VALUES)
+    for row, name in STATIC_SPELLINGS:
+        assert lookup(resolve_name(name)) is row, name
+        assert set(row.static) < set(row.params), name
+
+
+def _static_args(row, statics, others):
+    """The arguments in the row's order: the static values, and the others in turn."""
+    given, rest = dict(zip(row.static, statics, strict=True)), iter(others)
+    return [given[p] if p in given else next(rest) for p in row.params]
+
+
+@pytest.mark.parametrize(("row", "name"), STATIC_SPELLINGS, ids=_ids(STATIC_SPELLINGS))
+def test_static_row_against_central_differences(row, name):
+    """Differentiated in its other parameters, on Python floats, arrays (summed), integers
+    and float32; the static ones a Python number, or an array broadcast against x."""
+    wrt = tuple(i for i, p in enumerate(row.params) if p not in row.static)
+    scalar = make(name, row.params, reduce=False)
+    summed = make(name, row.params, reduce=True)
+    rng = np.random.default_rng(77)
+    lo, hi = row.domain
+    for statics in STATIC_VALUES[name]:
+        others = [float(v) for v in rng.uniform(lo, hi, len(wrt))]
+        args = _static_args(row, statics, others)
+        check_types(check_grad(scalar, args, wrt=wrt), [args[i] for i in wrt])
+        others = [rng.uniform(lo, hi, 5) for _ in wrt]
+        check_grad(summed, _static_args(row, statics, others), wrt=wrt)
+        single = grad(summed, wrt=wrt)(*_static_args(row, statics, [
+            o.astype(np.float32) for o in others]))
+        assert all(g.dtype == np.float32 for g in single)
+    if name != "scipy.special.multigammaln":  # (SciPy takes one dimension d, a number)
+        statics = [np.array(v).reshape(-1, 1) for v in zip(*STATIC_VALUES[name],
+                                                             strict=True)]
+        others = [rng.uniform(lo, hi, 4) for _ in wrt]
+        check_grad(summed, _static_args(row, statics, others), wrt=wrt)
+    integers = _static_args(row, STATIC_VALUES[name][0], [2] * len(wrt))
+    if row.domain[1] > 2:  # (betainc's x lies in (0, 1))
+        expected = grad(summed, wrt=wrt)(*[float(a) if i in wrt else a
+                                           for i, a in enumerate(integers)])
+        np.testing.assert_allclose(grad(summed, wrt=wrt)(*integers), expected)
+
+
+SPECIAL = load("""
+import numpy as np
+import scipy
+import scipy.special
+import scipy.special as sps
+from scipy.special import digamma, erfcinv, expit, gammainc, gammaln, i1, iv, log_ndtr
+from scipy.special import logsumexp, polygamma, psi, rgamma, xlog1py, xlogy
+
+from symdiff import stop_gradient
+
+
+def expit_sum(x):
+    return np.sum(expit(x))
+
+
+def log_expit(x):
+    return np.sum(np.log(expit(x)))
+
+
+def expit_dotted(x):
+    return np.sum(scipy.special.expit(x))
+
+
+def expit_alias(x):
+    return np.sum(sps.expit(x))
+
+
+def log_ndtr_sum(x):
+    return np.sum(log_ndtr(x))
+
+
+def erfcinv_sum(x):
+    return np.sum(erfcinv(x))
+
+
+def gammaln_sum(x):
+    return np.sum(gammaln(x))
+
+
+def psi_sum(x):
+    return np.sum(psi(x) + sps.psi(x) - digamma(x))
+
+
+def i1_sum(x):
+    return np.sum(i1(x))
+
+
+def iv_sum(x):
+    return np.sum(iv(1.0, x))
+
+
+def rgamma_sum(x):
+    return np.sum(rgamma(x))
+
+
+def xlogy_sum(x, y):
+    return np.sum(xlogy(x, y))
+
+
+def xlog1py_sum(x, y):
+    return np.sum(xlog1py(x, y))
+
+
+def polygamma_of_x(x):
+    return polygamma(np.floor(x), x)
+
+
+def gammainc_of_x(x):
+    return gammainc(x, 2.0)
+
+
+def gammainc_stopped(x):
+    return gammainc(stop_gradient(x), x)
+
+
+def lse_weighted(a, b):
+    return logsumexp(a, axis=1, b=b)[0] + logsumexp(a, b=b)
+""")
+
+
+@pytest.mark.parametrize("x", [-50.0, 50.0, -700.0, 700.0, 0.3])
+def test_expit_slope_keeps_its_precision_far_out(x):
+    exact = np.exp(-abs(x)) / (1 + np.exp(-abs(x))) ** 2
+    np.testing.assert_allclose(grad(SPECIAL.expit_sum)(np.array([x])), [exact], rtol=1e-13)
+    # d log(expit(x)) = expit(-x), also where it is 1e-22 (1 - expit(x) would be 0).
+    np.testing.assert_allclose(grad(SPECIAL.log_expit)(np.array([x])),
+                               [1 / (1 + np.exp(x))], rtol=1e-13)
+
+
+def test_log_ndtr_slope_in_both_tails():
+    """pdf/cdf, where the CDF underflows (x = -40: a 0/0 if computed so) and far right."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 50
+    xs = np.array([-1e4, -40.0, -5.0, 0.0, 3.0, 10.0, 40.0])
+    ours = grad(SPECIAL.log_ndtr_sum)(xs)
+    exact = [float(mpmath.npdf(x) / mpmath.ncdf(x)) for x in xs]
+    np.testing.assert_allclose(ours, exact, rtol=1e-12, atol=1e-300)
+    assert ours[-1] == 0.0 or ours[-1] < 1e-300
+
+
+def test_erfcinv_slope_near_0_and_2():
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 400
+    xs = np.array([1e-300, 1e-20, 1e-5, 0.3, 1.0, 1.7, 2 - 1e-10, 2 - 2.0 ** -51])
+    with np.errstate(all="raise"):  # (no overflow, no 0/0 on the way)
+        ours = grad(SPECIAL.erfcinv_sum)(xs)
+    exact = [float(-mpmath.sqrt(mpmath.pi) / 2 * mpmath.exp(mpmath.erfinv(1 - mpmath.mpf(x)) ** 2))
+             for x in xs]
+    np.testing.assert_allclose(ours, exact, rtol=1e-9)
+
+
+def test_xlogy_and_xlog1py_at_x_zero():
+    """0 at x = 0 (as SciPy), and so is d/dy there, also at y = 0 (or -1): not NaN."""
+    with np.errstate(divide="ignore"):  # (d/dx = log(y) is -inf at y = 0: a jump there)
+        dx, dy = grad(SPECIAL.xlogy_sum, wrt=(0, 1))(np.array([0.0, 0.0, 1.5]),
+                                                     np.array([2.0, 0.0, 3.0]))
+    np.testing.assert_allclose(dy, [0.0, 0.0, 0.5], rtol=1e-15)
+    np.testing.assert_allclose(dx[[0, 2]], [np.log(2.0), np.log(3.0)], rtol=1e-15)
+    with np.errstate(divide="ignore"):
+        dx, dy = grad(SPECIAL.xlog1py_sum, wrt=(0, 1))(np.array([0.0, 0.0, 1.5]),
+                                                       np.array([2.0, -1.0, 1e-20]))
+    np.testing.assert_allclose(dy, [0.0, 0.0, 1.5], rtol=1e-15)
+    np.testing.assert_allclose(dx[[0, 2]], [np.log(3.0), 1e-20], rtol=1e-15)
+    assert grad(SPECIAL.xlogy_sum, wrt=1)(0.0, 2.0) == 0.0
+
+
+def test_gammasgn_has_derivative_zero_also_below_zero():
+    f = make("scipy.special.gammasgn", ("x",), reduce=True)
+    out = grad(f)(np.array([-2.5, -1.5, -0.5, 0.5, 3.0]))
+    np.testing.assert_array_equal(out, np.zeros(5))
+
+
+def test_rgamma_slope_at_the_poles_of_gamma():
+    """1/gamma is smooth at 0, -1, -2, ...: its slope there is (-1)**n n!, not 0*inf."""
+    xs = np.array([0.0, -1.0, -2.0, -3.0, 0.5, -1.5])
+    ours = grad(SPECIAL.rgamma_sum)(xs)
+    np.testing.assert_allclose(ours[:4], [1.0, -1.0, 2.0, -6.0], rtol=1e-14)
+    check_grad(SPECIAL.rgamma_sum, [xs[4:]])
+    check_grad(SPECIAL.rgamma_sum, [xs[:4] + 1e-3])
+    assert grad(SPECIAL.rgamma_sum)(-2.0) == 2.0
+
+
+def test_bessel_slopes_at_zero():
+    """i1' = (i0 + iv(2, x))/2, which holds at 0 (i0 - i1/x is 0/0 there)."""
+    np.testing.assert_allclose(grad(SPECIAL.i1_sum)(np.array([0.0, 1.0])),
+                               [0.5, (scipy_special().i0(1.0) + scipy_special().iv(2, 1.0)) / 2])
+    assert grad(SPECIAL.iv_sum)(0.0) == 0.5
+
+
+def scipy_special():
+    return pytest.importorskip("scipy.special")
+
+
+@pytest.mark.parametrize(("name", "printed", "absent"), [
+    ("expit_sum", "scipy.special.expit(-x)", "tanh"),
+    ("log_ndtr_sum", "scipy.special.erfcx(", "ndtr(x)*"),
+    ("erfcinv_sum", "scipy.special.erfcx(", "np.exp("),
+    ("gammaln_sum", "scipy.special.digamma(x)", "polygamma(0"),
+    ("psi_sum", "scipy.special.polygamma(1, x)", "Derivative"),
+    ("i1_sum", "scipy.special.iv(2, x)", "/x"),
+    ("iv_sum", "scipy.special.iv(0, x)", "/x"),
+])
+def test_generated_source_uses_the_stable_scipy_forms(name, printed, absent):
+    source = grad(getattr(SPECIAL, name)).source
+    backward = source.split("# grad of", 1)[1]
+    assert printed in backward and absent not in backward, source
+
+
+@pytest.mark.parametrize("name", ["expit_sum", "expit_dotted", "expit_alias", "psi_sum"])
+def test_every_spelling_of_a_scipy_function(name):
+    check_grad(getattr(SPECIAL, name), [np.array([0.4, 1.3, 2.2])])
+
+
+def test_static_parameter_that_depends_on_the_input_is_refused_where_written():
+    for name, call, column, param in (("polygamma_of_x", "polygamma(np.floor(x), x)", 22,
+                                       "n"),
+                                      ("gammainc_of_x", "gammainc(x, 2.0)", 21, "a")):
+        with pytest.raises(SymdiffError) as e:
+            grad(getattr(SPECIAL, name))(1.5)
+        lines = str(e.value).splitlines()
+        assert lines[0].endswith(f":{column}: {call.partition('(')[0]} is differentiated "
+                                 f"in x only, and its {param} depends on the differentiated "
+                                 "inputs"), lines[0]
+        assert lines[1].strip() == f"return {call}"
+        assert lines[3].strip() == (f"supported instead: compute {param} without them, or "
+                                    f"write stop_gradient({param}) to leave its gradient out")
+
+
+def test_static_parameter_under_stop_gradient_is_a_constant():
+    special = scipy_special()
+    x = 1.7
+    pdf = x ** (x - 1) * np.exp(-x) / special.gamma(x)  # d/dx gammainc(a, x) at a = x
+    assert grad(SPECIAL.gammainc_stopped)(x) == pytest.approx(pdf, rel=1e-13)
+
+
+def test_logsumexp_weights_against_jax():
+    """Both a and b differentiated, b broadcast against a, with and without axis."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((3, 4)), rng.uniform(0.5, 2.0, (4,))
+    ours = grad(SPECIAL.lse_weighted, wrt=(0, 1))(a, b)
+    check_grad(SPECIAL.lse_weighted, [a, b], wrt=(0, 1))
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jss = pytest.importorskip("jax.scipy.special")
+
+    def reference(a, b):
+        return jss.logsumexp(a, axis=1, b=b)[0] + jss.logsumexp(a, b=b)
+
+    for o, r in zip(ours, jax.grad(reference, argnums=(0, 1))(a, b), strict=True):
+        np.testing.assert_allclose(o, np.asarray(r), rtol=1e-12)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 1)])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax_against_jax(name, axis):
+    f = load(f"""
+        import numpy as np
+        from scipy.special import {name}
+
+
+        def f(x, w):
+            return np.sum({name}(x, axis={axis!r}) * w)
+        """, "f")
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    ours = check_grad(f, [x, w])[0]
+    assert grad(f)(x.astype(np.float32), w.astype(np.float32)).dtype == np.float32
+    np.testing.assert_allclose(grad(f)(np.arange(12).reshape(3, 4), w),
+                               grad(f)(np.arange(12.0).reshape(3, 4), w))
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnn = pytest.importorskip("jax.nn")
+    jfun = getattr(jnn, name)
+    reference = jax.grad(lambda x: (jfun(x, axis=axis) * w).sum())(x)
+    np.testing.assert_allclose(ours, np.asarray(reference), rtol=1e-12, atol=1e-14)
+
+
+def test_gradient_without_scipy_does_not_import_it():
+    """SciPy's rules are looked up only once the user's code has imported SciPy."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np, symdiff, gradcheck\n"
+            "m = gradcheck.load('import numpy as np\\n\\ndef f(x):\\n'\n"
+            "                   '    return np.sum(x ** 2)\\n')\n"
+            "symdiff.grad(m.f)(np.ones(2))\n"
+            "print('scipy' in sys.modules)\n")
+    here = os.path.dirname(__file__)
+    run = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {here!r})\n"
+                          + code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "SYMDIFF_CACHE_DIR": "off"})
+    assert run.stdout.strip() == "False", run.stderr
+
+
+def test_exported_gradient_imports_scipy_special_for_its_derivatives(tmp_path):
+    """`from scipy.special import gammaln`: the derivative reads scipy.special.digamma,
+    which the exported module imports for it."""
+    from symdiff.cli import main
+
+    src = tmp_path / "lg.py"
+    src.write_text("import numpy as np\nfrom scipy.special import gammaln\n\n\n"
+                   "def f(x):\n    return np.sum(gammaln(x))\n")
+    out = tmp_path / "lg_grad.py"
+    assert main([str(src), "--output", str(out)]) == 0
+    text = out.read_text()
+    assert "import scipy.special\n" in text and "scipy.special.digamma(x)" in text
+    namespace = {}
+    exec(compile(text, str(out), "exec"), namespace)  # noqa: S102
+    x = np.array([0.5, 2.0])
+    (dx,) = namespace["grad_f"](x)  # (a tuple: the CLI differentiates in every parameter)
+    np.testing.assert_allclose(dx, scipy_special().digamma(x))
+
+
+def test_logsumexp_with_weights_and_its_sign():
+    """log|sum(b*exp(a))| where some sums are negative: the slope carries the sign."""
+    m = load("from scipy.special import logsumexp\nimport numpy as np\n\n\n"
+             "def f(a, b):\n    r, s = logsumexp(a, axis=1, b=b, return_sign=True)\n"
+             "    return np.sum(r * np.arange(1.0, 4.0)) + np.sum(s)\n")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 4))
+    b = np.array([[1.0, 2.0, -0.5, 0.3], [-1.0, -2.0, 0.5, -0.3], [0.2, -3.0, 0.1, 0.4]])
+    signs = np.sign(np.sum(b * np.exp(a), axis=1))
+    assert set(signs) == {-1.0, 1.0}  # both kinds of sums at this point
+    check_grad(m.f, [a, b], wrt=(0, 1))
