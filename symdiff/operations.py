@@ -352,6 +352,7 @@ _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "n
 _UNKNOWN = NOT_LITERAL
 # What always returns a new ndarray (0-d at least): a name bound to one is an array.
 _ARRAY_MAKERS = (np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.full_like,
+                 np.empty, np.empty_like,
                  np.eye, np.identity, np.arange, np.linspace)
 
 

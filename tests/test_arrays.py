@@ -124,6 +124,7 @@ CASES = {
     "np.where": [("np.sum(np.where(x > 0, x ** 2, np.sin(y)))", (3, 4), (3, 4)),
                  ("np.sum(np.where(x > y, x, y) ** 2)", (3, 1), (1, 4)),
                  ("np.sum(np.where(x > 0, x, 0.0))", (5,))],
+    "np.copy": [("np.sum(np.copy(x) * y)", (3, 4), (3, 4)), ("np.sum(x.copy() ** 3)", (5,))],
     "scipy.special.logsumexp": [("logsumexp(x)", (5,)),
                                 ("np.sum(logsumexp(x, axis=1) * y)", (3, 4), (3,))],
     "x[...]": [("np.sum(x[1:] ** 2)", (5,)), ("np.sum(x[:, 0] * y)", (3, 4), (3,)),

@@ -1176,6 +1176,8 @@ EDGE_ARRAYS = {
                     ("np.sum(np.linspace(x, 2 * x, 0))", 2.0)],
     "np.where": [("np.sum(np.where(x > 1, x, 0.0))", np.array(2.0)),
                  ("np.sum(np.where(x > 1, x, 0.0))", np.zeros(0))],
+    "np.copy": [("np.sum(np.copy(x))", np.zeros(0)), ("np.copy(x) ** 2", 2.0),
+                ("x.copy() ** 2", np.array(2.0))],
     "scipy.special.logsumexp": [("logsumexp(x)", np.ones(1)),
                                 ("logsumexp(x)", np.array([-np.inf, 0.0])),
                                 ("logsumexp(x)", np.array([1000.0, 1000.0]))],
