@@ -933,3 +933,28 @@ def _written_grad(g, a, index, v):
     if lead > 0:  # v of shape (1, n) written into a slot of shape (n,)
         slot = slot.reshape((1,) * lead + slot.shape)
     return _unbroadcast(slot, v)
+
+
+def _missed_write(value, old, index, message, hint):
+    """Refuse a value read by index before ``old[index] = ...`` and used after it, where it
+    is a view of ``old`` that the write reached: NumPy changed it too, where the generated
+    code keeps each version of the array apart. The error is placed by the gradient's
+    caller, which reads ``hint`` off it."""
+    if not isinstance(value, np.ndarray) or not isinstance(old, np.ndarray) or \
+            not np.may_share_memory(value, old):
+        return
+    marks = np.zeros_like(old)
+    marks[index] = 1
+    start = value.__array_interface__["data"][0] - old.__array_interface__["data"][0]
+    try:
+        if marks.strides != old.strides or value.dtype != old.dtype:
+            raise ValueError("another layout")
+        seen = np.ndarray(value.shape, value.dtype, buffer=marks, offset=start,
+                          strides=value.strides)
+        reached = bool(np.any(seen))
+    except (ValueError, TypeError):
+        reached = True  # (not a plain view of old: assume the write reached it)
+    if reached:
+        error = SymdiffError(message)
+        error.hint = hint
+        raise error

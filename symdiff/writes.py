@@ -16,11 +16,12 @@ changes it too, where each version here is an array of its own.
 from __future__ import annotations
 
 import ast
+import copy
 
 import numpy as np
 
 from . import containers, rules
-from .expressions import OPS
+from .expressions import OPS, names_in
 from .ir import Eqn
 from .parse import scoped_walk
 
@@ -47,8 +48,21 @@ class Writes:
         ssa = super()._local(node, name)
         if ssa is not None and self.stale:
             problem = self._stale(ssa)
-            if problem is not None:
-                self.fail(node, f"{name} {problem[0]}", problem[1])
+            what = "the array this loop runs over" if name.startswith("<iter") else name
+            if problem is not None and problem[2] is not None and \
+                    problem[3] == id(self.eqns) and self.stale.get(ssa) is problem:
+                # An index read (prev = out[t - 1]) read again after a write into out, in
+                # the same block: a number or a copy is fine; a view, refused when it runs.
+                message = self.src.problem(node, f"{what} {problem[0]}", problem[1])
+                old, index = problem[2]
+                check = ast.Expr(ast.Call(ast.Name("_missed_write", ast.Load()), [
+                    ast.Name(ssa, ast.Load()), ast.Name(old, ast.Load()), copy.deepcopy(index),
+                    ast.Constant(message.message), ast.Constant(message.hint)], []))
+                self.eqns.append(Eqn("", "assert", check, self.line,
+                                     (ssa, old, *names_in(index)), False, self.where))
+                del self.stale[ssa]  # (checked after the write, wherever it ran)
+            elif problem is not None:
+                self.fail(node, f"{what} {problem[0]}", problem[1])
         return ssa
 
     # --- the write ---
@@ -101,7 +115,7 @@ class Writes:
         self.arrays.add(new)
         if old in self.ndims:
             self.ndims[new] = self.ndims[old]
-        self._mark_stale(stmt, name, old, text)
+        self._mark_stale(stmt, name, old, text, index)
         self.eqns.append(Eqn(new, "array", code, self.line, inputs, active, self.where,
                              op=rules.WRITE, operands=tuple(operands), statics=tuple(statics)))
         self.env[name] = new
@@ -158,7 +172,7 @@ class Writes:
                           f"make it with np.zeros, np.ones, np.empty, np.full or a copy "
                           f"({name} = np.copy(...)) before writing into it")
 
-    def _mark_stale(self, stmt, name, old, text):
+    def _mark_stale(self, stmt, name, old, text, index):
         """Every other name that may share the written array: NumPy changes it too, which
         the versions here do not; a read of one of them later is refused (``_local``)."""
         written = self._origins(old)
@@ -167,11 +181,14 @@ class Writes:
             if other == name or other.startswith("<"):
                 continue
             if not written.isdisjoint(self._origins(ssa)):
+                # (read by index here: maybe a number or a copy, which a check tells)
+                read = any(isinstance(e, Eqn) and e.out == ssa and e.op is rules.INDEX
+                           for e in self.eqns)
                 self.stale[ssa] = (
                     f"shares its array with {name}, which line {stmt.lineno} changed in place "
                     f"({text} = ...), so it changed too, which symdiff does not follow",
                     f"copy it before the write ({other} = np.copy(...)), or read {name} "
-                    "itself after it")
+                    "itself after it", (old, index) if read else None, id(self.eqns))
 
     def _stale(self, ssa):
         """The problem of reading ``ssa``, if it may be a name an earlier write changed."""

@@ -1315,6 +1315,45 @@ def truncated(x):
     out = np.zeros_like(x)
     out[0] = x[0] * 0.5
     return np.sum(out) + np.sum(x * x)
+
+def previous_entry_read_after(x, c):
+    a = np.zeros(x.shape[0])
+    a[0] = x[0]
+    s = 0.0
+    for t in range(1, x.shape[0]):
+        prev = a[t - 1]
+        a[t] = prev * c + x[t]
+        s = s + prev ** 2
+    return s + np.sum(a)
+
+def previous_row_read_after(X):
+    a = X * 1.0
+    s = 0.0
+    for t in range(1, X.shape[0]):
+        prev = a[t - 1]
+        a[t] = prev * 2.0
+        s = s + np.sum(prev ** 2)
+    return s + np.sum(a)
+
+def read_by_a_closure(x):
+    out = np.zeros(3)
+    def total():
+        return np.sum(out * x)
+    out[0] = x[0] ** 2
+    return total()
+
+def overlapping(x):
+    out = x * 1.0
+    out[1:] = out[:-1] * 2.0
+    return np.sum(out * x)
+
+def two_arrays(x):
+    a = np.zeros(3)
+    b = np.zeros(3)
+    a[0] = x[0]
+    b[1] = x[1]
+    c = a
+    return np.sum(a * b + c + b)
 """)
 
 X34 = RNG.standard_normal((3, 4))
@@ -1345,6 +1384,11 @@ X34 = RNG.standard_normal((3, 4))
     ("view_read_before", (V3,)),
     ("through_a_view", (V3,)),
     ("alias_renewed_each_step", (V3,)),
+    ("previous_entry_read_after", (V5, 0.8)),
+    ("previous_row_read_after", (X34,)),
+    ("read_by_a_closure", (V3,)),
+    ("overlapping", (V3,)),
+    ("two_arrays", (V3,)),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_writes_into_arrays_the_function_made_agree(name, args):
     checked(WRITES, name, args)
@@ -1511,6 +1555,23 @@ def helper_writes_into_caller(x):
     out = np.zeros(3)
     z = writer(out, x[0])
     return z + np.sum(out * x)
+
+def rows_of_the_array_looped_over(X):
+    out = X * 1.0
+    s = 0.0
+    for row in out:
+        row[0] = row[1] ** 2
+        s = s + np.sum(row)
+    return s
+
+def row_read_after_its_write(X):
+    a = X * 1.0
+    s = 0.0
+    for t in range(1, X.shape[0]):
+        prev = a[t - 1]
+        a[t - 1] = prev * 2.0
+        s = s + np.sum(prev ** 2)
+    return s + np.sum(a)
 """)
 
 
@@ -1528,6 +1589,7 @@ def helper_writes_into_caller(x):
     ("index_of_index", "writing into out[0][1], an index of an index"),
     ("made_elsewhere", "out[0] = ... writes into out, which may be the parameter y"),
     ("helper_writes_into_caller", "out shares its array with o"),
+    ("rows_of_the_array_looped_over", "the array this loop runs over shares its array with row"),
 ])
 def test_writes_symdiff_cannot_follow_are_refused(name, message):
     with pytest.raises(SymdiffError, match=re.escape(message)):
@@ -1554,3 +1616,17 @@ def test_the_refusals_of_writes_say_where_and_what_instead():
         "                      ^\n"
         "  supported instead: copy it before the write (a = np.copy(...)), or read out "
         "itself after it")
+
+
+def test_a_view_read_before_a_write_that_reaches_it_is_refused_when_it_runs():
+    # prev = a[t - 1] is a row of a: a[t - 1] = ... changes it, a[t] = ... would not (a
+    # number, as prev = a[t - 1] of a vector, never shares); the check runs in the gradient.
+    path = REFUSED_WRITES.__file__
+    X = X34.copy()
+    with pytest.raises(SymdiffError) as e:
+        grad(REFUSED_WRITES.row_read_after_its_write)(X)
+    assert str(e.value).startswith(
+        f"{path}:95:9: prev shares its array with a, which line 94 changed in place "
+        "(a[t - 1] = ...), so it changed too, which symdiff does not follow\n"
+        "            s = s + np.sum(prev ** 2)\n")
+    np.testing.assert_array_equal(X, X34)
