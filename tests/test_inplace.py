@@ -1354,6 +1354,29 @@ def two_arrays(x):
     b[1] = x[1]
     c = a
     return np.sum(a * b + c + b)
+
+def zero_d(x):
+    out = np.zeros(())
+    out[()] = x * 2.0
+    return out * x
+
+def nothing_written(x):
+    out = np.zeros(0)
+    out[:] = x[:0] * 2.0
+    return np.sum(out) + np.sum(x ** 2)
+
+def ellipsis_and_steps(X):
+    out = np.zeros_like(X)
+    out[..., 0] = X[..., 1] ** 2
+    out[-1, ...] += X[0]
+    out[:, ::2] *= X[:, None, 0]
+    return np.sum(out ** 2)
+
+def index_given(x, k):
+    out = np.zeros(3)
+    out[k] = x[k] ** 2
+    out[[True, False, True]] += x[1]
+    return np.sum(out * x)
 """)
 
 X34 = RNG.standard_normal((3, 4))
@@ -1389,9 +1412,18 @@ X34 = RNG.standard_normal((3, 4))
     ("read_by_a_closure", (V3,)),
     ("overlapping", (V3,)),
     ("two_arrays", (V3,)),
+    ("zero_d", (0.7,)),
+    ("zero_d", (np.array(0.7),)),
+    ("nothing_written", (V3,)),
+    ("ellipsis_and_steps", (X34,)),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_writes_into_arrays_the_function_made_agree(name, args):
     checked(WRITES, name, args)
+
+
+def test_a_write_at_an_index_given_as_an_argument():
+    checked(WRITES, "index_given", (V3, 1), wrt=(0,))
+    checked(WRITES, "index_given", (V3, -3), wrt=(0,))
 
 
 def test_a_stop_gradient_of_the_written_array_reads_the_new_values():
