@@ -50,7 +50,7 @@ class Writes:
             problem = self._stale(ssa)
             what = "the array this loop runs over" if name.startswith("<iter") else name
             if problem is not None and problem[2] is not None and \
-                    problem[3] == id(self.eqns) and self.stale.get(ssa) is problem:
+                    problem[3] is self.eqns and self.stale.get(ssa) is problem:
                 # An index read (prev = out[t - 1]) read again after a write into out, in
                 # the same block: a number or a copy is fine; a view, refused when it runs.
                 message = self.src.problem(node, f"{what} {problem[0]}", problem[1])
@@ -181,14 +181,15 @@ class Writes:
             if other == name or other.startswith("<"):
                 continue
             if not written.isdisjoint(self._origins(ssa)):
-                # (read by index here: maybe a number or a copy, which a check tells)
+                # Read by index in this block (so again in each iteration, before the
+                # write): maybe a number or a copy, which a check tells where it is read.
                 read = any(isinstance(e, Eqn) and e.out == ssa and e.op is rules.INDEX
                            for e in self.eqns)
                 self.stale[ssa] = (
                     f"shares its array with {name}, which line {stmt.lineno} changed in place "
                     f"({text} = ...), so it changed too, which symdiff does not follow",
                     f"copy it before the write ({other} = np.copy(...)), or read {name} "
-                    "itself after it", (old, index) if read else None, id(self.eqns))
+                    "itself after it", (old, index) if read else None, self.eqns)
 
     def _stale(self, ssa):
         """The problem of reading ``ssa``, if it may be a name an earlier write changed."""
@@ -205,7 +206,7 @@ class Writes:
 
 
 # Array operations whose value is a new ndarray of its own (never a view of an operand).
-_NEW = {"np.copy", "np.full", "np.full_like", "np.stack", "np.concatenate", "np.outer",
+_NEW = {"np.copy", "np.array", "np.full", "np.full_like", "np.stack", "np.concatenate", "np.outer",
         "np.hstack", "np.vstack", "np.tile", "np.where"}
 
 

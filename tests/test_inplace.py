@@ -1604,6 +1604,15 @@ def row_read_after_its_write(X):
         a[t - 1] = prev * 2.0
         s = s + np.sum(prev ** 2)
     return s + np.sum(a)
+
+def view_read_before_the_loop(X):
+    a = X * 1.0
+    prev = a[0]
+    s = 0.0
+    for t in range(1, X.shape[0]):
+        a[0] = a[t] * 2.0
+        s = s + np.sum(prev)
+    return s
 """)
 
 
@@ -1622,6 +1631,8 @@ def row_read_after_its_write(X):
     ("made_elsewhere", "out[0] = ... writes into out, which may be the parameter y"),
     ("helper_writes_into_caller", "out shares its array with o"),
     ("rows_of_the_array_looped_over", "the array this loop runs over shares its array with row"),
+    # (read in every iteration after the first write: refused, not checked where it is read)
+    ("view_read_before_the_loop", "prev shares its array with a, which line 103 changed"),
 ])
 def test_writes_symdiff_cannot_follow_are_refused(name, message):
     with pytest.raises(SymdiffError, match=re.escape(message)):
