@@ -43,6 +43,7 @@ class Loops:
         # after an iteration) each holds its last value, or its value before the loop.
         targets = [t for t in _target_names(stmt) if t not in assigned(body, appends=True)]
         carried = assigned(body, appends=True) + sorted(targets)
+        carried += [n for n in self._written(body) if n not in carried]  # (out[t] = ...)
         forced: set[str] = set()
         while True:  # again if a variable turns out active only through the loop body
             state = (len(self.eqns), set(self.names.taken), set(self.bound), set(self.active),

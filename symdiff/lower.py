@@ -28,6 +28,7 @@ from .operations import Operations
 from .parse import MISSING, FunctionSource, Parsed
 from .references import References
 from .statements import Statements
+from .writes import Writes
 
 # Names the generated code uses for itself: NumPy, SciPy (in derivatives of its functions),
 # and every helper in runtime.py.
@@ -54,7 +55,7 @@ def lower(parsed: Parsed, wrt, kinds=None, has_aux=False) -> IR:
         sys.setrecursionlimit(limit)
 
 
-class _Lowering(Statements, Branches, Inline, Expressions, Operations, References, Loops,
+class _Lowering(Writes, Statements, Branches, Inline, Expressions, Operations, References, Loops,
                 Lists):
     def __init__(self, parsed: Parsed, has_aux=False):
         self.has_aux = has_aux
@@ -96,6 +97,8 @@ class _Lowering(Statements, Branches, Inline, Expressions, Operations, Reference
         self.known: dict = {}  # SSA name -> its value, known when building (an unrolled counter)
         self.kinds: dict = {}  # a parameter (its own SSA name) -> its kind, where known
         self.lists: set[str] = set()  # SSA names of lists the function built ([], append)
+        self.owned: set[str] = set()  # SSA names of arrays made here by arithmetic (writes)
+        self.stale: dict = {}  # SSA name -> why reading it is refused: a write changed it
         ids = _identifiers(self.node)
         self.locals = assigned(self.node.body)
         # NumPy is np in the generated code, unless the function uses np for something else.
@@ -211,9 +214,11 @@ class _Lowering(Statements, Branches, Inline, Expressions, Operations, Reference
                     "_brk" if name.startswith("<break") else
                     "_done" if name.startswith("<done") else "_t")
             return self.names.fresh(base, numbered=base == "_t")
+        ssa = name
         if name in self.bound or name in self.globals_used or name in RESERVED:
-            return self.names.fresh(name)
-        return name
+            ssa = self.names.fresh(name)
+        self.stale.pop(ssa, None)  # (bound again: a loop's body lowered a second time)
+        return ssa
 
     def _bind(self, name, val: Val, node):
         if val.expr is None and isinstance(val.code, ast.Constant):

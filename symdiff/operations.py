@@ -510,6 +510,7 @@ _UNKNOWN = NOT_LITERAL
 _MODES = {"np.linalg.qr": ("mode", ("reduced", "complete"))}
 # What always returns a new ndarray (0-d at least): a name bound to one is an array.
 _ARRAY_MAKERS = (np.zeros, np.ones, np.full, np.zeros_like, np.ones_like, np.full_like,
+                 np.empty, np.empty_like,
                  np.eye, np.identity, np.arange, np.linspace)
 
 

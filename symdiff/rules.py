@@ -1564,11 +1564,26 @@ A_LSE = _several(("scipy.special.logsumexp",), ("a", "axis", "b", "keepdims", "r
                  alone=("return_sign", "False", {"a": _LSE % (0, ""), "b": _LSE % (1, "")}),
                  positional=3, note="where SciPy is installed; weights b= too; r, sign = "
                  "...(return_sign=True)")
+
+# In-place writes (issue 13): a copy of a value, to write into.
+ARRAY_OPS += (
+    A(("np.copy",), ("a",), {"a": "_unbroadcast({g}, {a})"}, method="copy",
+      note="a new array with the values of a"),
+)
+
 ARRAY_OPS += (A_LSE,)
 
 # Reading by index, x[...]: basic slices, integer arrays (repeats accumulate), boolean masks.
 INDEX = A(("x[...]",), ("a", "index"), {"a": "_scatter({g}, {a}, {np}.index_exp[{index}])"},
           note="slices, newaxis, integer arrays (repeats accumulate), boolean masks")
+
+# Writing by index, x[...] = v, into an array the function made (statements.py): the old
+# array's adjoint loses the slots written; v's is read off them (the last write of a repeated
+# index wins, as in NumPy), summed down where v was broadcast.
+WRITE = A(("x[...] = v",), ("a", "index", "v"),
+          {"a": "_unwritten({g}, {a}, {np}.index_exp[{index}])",
+           "v": "_written_grad({g}, {a}, {np}.index_exp[{index}], {v})"},
+          note="into arrays the function made; repeated indices: the last write wins")
 
 # Concatenations written as an index, np.r_[a, b, ...] and np.c_[...]: rows by the object.
 _RC = "of numbers and arrays; a slice or string directive only if all is constant"
@@ -1598,7 +1613,8 @@ CONSTRUCTORS = ("np.full", "np.full_like", "np.arange", "np.linspace")
 
 # Each has derivative 0, or cannot take a float from its arguments (np.full, np.arange and
 # np.linspace can: they are ARRAY_OPS).
-NO_GRADIENT = ("np.zeros_like", "np.ones_like", "np.zeros", "np.ones",
+NO_GRADIENT = ("np.zeros_like", "np.ones_like", "np.zeros", "np.ones", "np.empty",
+               "np.empty_like",
                "np.eye", "np.identity", "np.argmax",
                "np.argmin", "np.argsort", "np.shape", "np.ndim", "np.size", "np.isnan",
                "np.isfinite", "np.isinf", "len", "range", "int", "bool",

@@ -1971,3 +1971,67 @@ def _log_softmax_grad(g, out, axis=None):
     """The adjoint of ``x`` in ``out = scipy.special.log_softmax(x, axis)``:
     g - exp(out)*sum(g)."""
     return g - np.exp(out) * np.sum(g, axis=axis, keepdims=True)
+
+# --- in-place writes into arrays the function made (statements ``out[index] = v``) ---
+
+
+def _written(a, index, v):
+    """``a`` after ``a[index] = v``, as a new array: ``a`` itself is left as it was, so
+    that the backward sweep may still read it (and an earlier version of it)."""
+    out = np.array(a)
+    out[index] = v
+    return out
+
+
+def _unwritten(g, a, index):
+    """The adjoint of ``a`` in ``a[index] = v``: ``g`` with the slots the write replaced
+    zeroed (their old values were lost), in an array of its own."""
+    dtype = g.dtype if isinstance(g, np.ndarray) and g.dtype.kind == "f" else np.float64
+    out = np.array(np.broadcast_to(g, np.shape(a)), dtype=dtype)
+    out[index] = 0.0
+    return out
+
+
+def _written_grad(g, a, index, v):
+    """The adjoint of ``v`` in ``a[index] = v``: ``g`` at the slots, where a repeated
+    integer index gives it to the last write alone (the one NumPy keeps), summed down to
+    ``v``'s shape where NumPy broadcast ``v`` into the slots. Nothing flows through a write
+    of fractions into an array of integers, which truncates them."""
+    if np.asarray(a).dtype.kind in "iub" and np.asarray(v).dtype.kind in "fc":
+        return np.zeros(np.shape(v))
+    g = np.broadcast_to(g, np.shape(a))
+    slot = np.array(g[index])
+    if _integer_index(index):
+        ids = np.arange(slot.size).reshape(slot.shape)
+        last = np.full(np.shape(a), -1, dtype=np.intp)
+        last[index] = ids
+        slot[last[index] != ids] = 0.0
+    lead = np.ndim(v) - slot.ndim
+    if lead > 0:  # v of shape (1, n) written into a slot of shape (n,)
+        slot = slot.reshape((1,) * lead + slot.shape)
+    return _unbroadcast(slot, v)
+
+
+def _missed_write(value, old, index, message, hint):
+    """Refuse a value read by index before ``old[index] = ...`` and used after it, where it
+    is a view of ``old`` that the write reached: NumPy changed it too, where the generated
+    code keeps each version of the array apart. The error is placed by the gradient's
+    caller, which reads ``hint`` off it."""
+    if not isinstance(value, np.ndarray) or not isinstance(old, np.ndarray) or \
+            not np.may_share_memory(value, old):
+        return
+    marks = np.zeros_like(old)
+    marks[index] = 1
+    start = value.__array_interface__["data"][0] - old.__array_interface__["data"][0]
+    try:
+        if marks.strides != old.strides or value.dtype != old.dtype:
+            raise ValueError("another layout")
+        seen = np.ndarray(value.shape, value.dtype, buffer=marks, offset=start,
+                          strides=value.strides)
+        reached = bool(np.any(seen))
+    except (ValueError, TypeError):
+        reached = True  # (not a plain view of old: assume the write reached it)
+    if reached:
+        error = SymdiffError(message)
+        error.hint = hint
+        raise error

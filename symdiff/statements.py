@@ -72,6 +72,10 @@ class Statements:
 
     def _statement(self, stmt):
         match stmt:
+            case ast.Assign(targets=[ast.Subscript() as target], value=value):
+                self._write(stmt, target, value)
+            case ast.AugAssign(target=ast.Subscript() as target, op=op, value=value):
+                self._write(stmt, target, value, op)
             case ast.Assign(targets=[target], value=value):
                 self._assign(target, value)
             case ast.Assign():

@@ -145,6 +145,7 @@ CASES = {
                  ("np.sum(np.rot90(x, -3, (1, 2)) * y)", (2, 3, 4), (2, 4, 3))],
     "np.select": [("np.sum(np.select([x > 0, y > 0], [x ** 2, y], x) ** 2)", (3, 4), (3, 4))],
     "np.nan_to_num": [("np.sum(np.nan_to_num(x) * y)", (3, 4), (3, 4))],
+    "np.copy": [("np.sum(np.copy(x) * y)", (3, 4), (3, 4)), ("np.sum(x.copy() ** 3)", (5,))],
     "scipy.special.logsumexp": [("logsumexp(x)", (5,)),
                                 ("np.sum(logsumexp(x, axis=1) * y)", (3, 4), (3,)),
                                 ("logsumexp(x, b=y ** 2)", (3, 4), (4,)),

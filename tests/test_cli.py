@@ -156,10 +156,12 @@ def test_a_function_that_fails_is_reported_and_the_others_still_print(tmp_path, 
     assert status == 1
     assert out.startswith("def grad_good(x):")
     assert err == (
-        f"{path}:8:5: error: in-place writes to arrays are not supported\n"
+        f"{path}:8:5: error: y[0] = ... writes into y, which may be the parameter x (or a "
+        "view of it): calling a gradient must not change its arguments, so symdiff does not "
+        "follow this\n"
         "        y[0] = 1.0\n"
         "        ^\n"
-        "  supported instead: build a new array (np.where, np.concatenate, arithmetic)\n"
+        "  supported instead: write into a copy: y = y.copy() first\n"
         f"{path}:9:12: error: np.fft.fft is not supported\n"
         "        return np.fft.fft(y)\n"
         "               ^\n"

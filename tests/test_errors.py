@@ -50,12 +50,11 @@ CASES = {
         def f(x):
             x[0] = 1.0
             return x
-        """, """
-        F:3:5: in-place writes to arrays are not supported
-                x[0] = 1.0
-                ^
-          supported instead: build a new array (np.where, np.concatenate, arithmetic)
-        """),
+        """, "F:3:5: x[0] = ... writes into the parameter x: calling a gradient must not change "
+        "its arguments, so symdiff does not follow this\n"
+        "        x[0] = 1.0\n"
+        "        ^\n"
+        "  supported instead: write into a copy: x = x.copy() first"),
     "unknown_numpy": ("""
         import numpy as np
         def f(x):

@@ -3,6 +3,7 @@ shares changes both, which symdiff refuses rather than differentiate wrongly. An
 sweep's own in-place lines (_add_to, _times, _scatter_add, an adjoint handed on unchanged),
 which must never mutate what something else still reads."""
 
+import re
 import warnings
 
 import numpy as np
@@ -1145,3 +1146,530 @@ def test_sole_adjoints_are_never_handed_on_nor_given_an_array_of_another():
     names = {"dW", "dh_1", "dh_2", "dU", "ds", "dV", "dz", "dX", "dY", "dZ", "dA", "e", "dB",
              "c", "dC", "f", "dD"}
     assert sole(lines, names, "np") == {"dW", "dZ", "dA", "e", "dB", "c", "dD"}
+
+
+# --- writes by index into arrays the function made: out[i] = v, out[:, k] += v ----------
+
+WRITES = load("""
+import numpy as np
+from symdiff import stop_gradient as sg
+
+IDX = np.array([0, 2, 2, 1, 0])
+W3 = np.array([1.0, 2.0, 3.0])
+
+def slots(x):
+    out = np.zeros(3)
+    out[0] = x[0] * 2.0
+    out[1:] = np.sin(x[1:])
+    return np.sum(out * out)
+
+def copy_then_write(x):
+    x = x.copy()
+    x[0] = 5.0 * x[1]
+    return np.sum(x ** 2)
+
+def np_copy_then_write(x):
+    y = np.copy(x)
+    y[-1] += x[0] * y[1]
+    return np.sum(y ** 3)
+
+def full_then_write(x):
+    out = np.full(3, x[0])
+    out[1] = x[1] * x[2]
+    return np.sum(out ** 2)
+
+def arithmetic_then_write(x):
+    out = x * 2.0
+    out[1] -= x[0] ** 2
+    out[2] *= x[1]
+    out[0] /= 3.0
+    out[1] **= 2
+    return np.sum(out)
+
+def empty_filled_in_loop(x):
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = x[i] ** 2
+    return np.sum(out * x)
+
+def columns(X, v):
+    out = np.zeros_like(X)
+    for k in range(X.shape[1]):
+        out[:, k] += X[:, k] * v
+    out[1, :] = v
+    return np.sum(out ** 2)
+
+def rows(X, w):
+    out = np.ones((X.shape[0], 2))
+    for i in range(X.shape[0]):
+        out[i, 0] = X[i] @ w
+        out[i, 1] = np.sum(X[i]) * out[i, 0]
+    return np.sum(out ** 2)
+
+def masked(x):
+    out = x * 1.0
+    out[x > 0] = 0.5 * x[x > 0] ** 2
+    out[x <= 0] *= 3.0
+    return np.sum(out * W3)
+
+def repeated_set(x, v):
+    out = x * 1.0
+    out[IDX] = v
+    return np.sum(out * W3)
+
+def repeated_add(x, v):
+    out = x * 1.0
+    out[IDX] += v
+    return np.sum(out * W3)
+
+def repeated_subtract(x, v):
+    out = np.ones(3) * x
+    out[IDX] -= v * x[1]
+    return np.sum(out * out * W3)
+
+def broadcast_scalar(X, s):
+    out = X.copy()
+    out[1, :] = s
+    out[:, 0] += s * 2.0
+    return np.sum(out ** 2)
+
+def broadcast_row(X, r):
+    out = np.zeros((3, 4))
+    out[1:] = r
+    out[0] = X[0]
+    return np.sum(out ** 3)
+
+def in_branches(x, c):
+    out = np.zeros(3)
+    if c > 0:
+        out[0] = x[0] ** 2
+    else:
+        out[1:] = x[1:] * 3.0
+    out[2] += x[0]
+    return np.sum(out * out)
+
+def recurrence(x, c):
+    a = np.empty_like(x)
+    a[0] = x[0]
+    t = 1
+    while t < x.shape[0]:
+        a[t] = a[t - 1] * c + x[t]
+        t = t + 1
+    return np.sum(np.sin(a))
+
+def path_cost(C):
+    n, m = C.shape
+    D = np.zeros((n, m))
+    D[0, :] = C[0, :]
+    for i in range(1, n):
+        for j in range(m):
+            lo = max(j - 1, 0)
+            D[i, j] = C[i, j] + np.min(D[i - 1, lo:j + 2])
+    return np.min(D[n - 1, :])
+
+def unrolled(params, x):
+    out = np.zeros(len(params))
+    for i, w in enumerate(params):
+        out[i] = np.sum(w * x)
+    return np.sum(out ** 2)
+
+def own_helper(v):
+    out = np.zeros(2)
+    out[1] = v
+    return out
+
+def through_a_helper(x):
+    a = own_helper(x[0])
+    a[0] = x[1]
+    return np.sum(a * a)
+
+def view_read_before(x):
+    out = x * 2.0
+    b = out[1:3]
+    s = np.sum(b * b)
+    out[1] = x[0] ** 2
+    return np.sum(out) + s
+
+def through_a_view(x):
+    out = x * 2.0
+    v = out[0:2]
+    v[0] = x[1] ** 2
+    return np.sum(v * v)
+
+def alias_renewed_each_step(x):
+    out = np.zeros(3)
+    prev = out
+    for t in range(3):
+        s = np.sum(prev)
+        out[t] = x[t] + s
+        prev = out
+    return np.sum(out * out)
+
+def stop_gradient_after(x):
+    out = x * 1.0
+    out[0] = 3.0 * x[1]
+    k = sg(out)
+    return np.sum(k * out)
+
+def truncated(x):
+    out = np.zeros_like(x)
+    out[0] = x[0] * 0.5
+    return np.sum(out) + np.sum(x * x)
+
+def previous_entry_read_after(x, c):
+    a = np.zeros(x.shape[0])
+    a[0] = x[0]
+    s = 0.0
+    for t in range(1, x.shape[0]):
+        prev = a[t - 1]
+        a[t] = prev * c + x[t]
+        s = s + prev ** 2
+    return s + np.sum(a)
+
+def previous_row_read_after(X):
+    a = X * 1.0
+    s = 0.0
+    for t in range(1, X.shape[0]):
+        prev = a[t - 1]
+        a[t] = prev * 2.0
+        s = s + np.sum(prev ** 2)
+    return s + np.sum(a)
+
+def read_by_a_closure(x):
+    out = np.zeros(3)
+    def total():
+        return np.sum(out * x)
+    out[0] = x[0] ** 2
+    return total()
+
+def overlapping(x):
+    out = x * 1.0
+    out[1:] = out[:-1] * 2.0
+    return np.sum(out * x)
+
+def two_arrays(x):
+    a = np.zeros(3)
+    b = np.zeros(3)
+    a[0] = x[0]
+    b[1] = x[1]
+    c = a
+    return np.sum(a * b + c + b)
+
+def zero_d(x):
+    out = np.zeros(())
+    out[()] = x * 2.0
+    return out * x
+
+def nothing_written(x):
+    out = np.zeros(0)
+    out[:] = x[:0] * 2.0
+    return np.sum(out) + np.sum(x ** 2)
+
+def ellipsis_and_steps(X):
+    out = np.zeros_like(X)
+    out[..., 0] = X[..., 1] ** 2
+    out[-1, ...] += X[0]
+    out[:, ::2] *= X[:, None, 0]
+    return np.sum(out ** 2)
+
+def index_given(x, k):
+    out = np.zeros(3)
+    out[k] = x[k] ** 2
+    out[[True, False, True]] += x[1]
+    return np.sum(out * x)
+""")
+
+X34 = RNG.standard_normal((3, 4))
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("slots", (V3,)),
+    ("copy_then_write", (V3,)),
+    ("np_copy_then_write", (V3,)),
+    ("full_then_write", (V3,)),
+    ("arithmetic_then_write", (V3,)),
+    ("empty_filled_in_loop", (V5,)),
+    ("columns", (X34, 0.7)),
+    ("rows", (X34, V5[:4])),
+    ("masked", (V3,)),
+    ("repeated_set", (V3, V5)),
+    ("repeated_add", (V3, V5)),
+    ("repeated_subtract", (V3, V5)),
+    ("broadcast_scalar", (X34, 0.7)),
+    ("broadcast_row", (X34, V5[:4])),
+    ("broadcast_row", (X34, V5[None, :4])),
+    ("in_branches", (V3, 1.0)),
+    ("in_branches", (V3, -1.0)),
+    ("recurrence", (V5, 0.8)),
+    ("recurrence", (V5[:1], 0.8)),
+    ("path_cost", (X34,)),
+    ("through_a_helper", (V3,)),
+    ("view_read_before", (V3,)),
+    ("through_a_view", (V3,)),
+    ("alias_renewed_each_step", (V3,)),
+    ("previous_entry_read_after", (V5, 0.8)),
+    ("previous_row_read_after", (X34,)),
+    ("read_by_a_closure", (V3,)),
+    ("overlapping", (V3,)),
+    ("two_arrays", (V3,)),
+    ("zero_d", (0.7,)),
+    ("zero_d", (np.array(0.7),)),
+    ("nothing_written", (V3,)),
+    ("ellipsis_and_steps", (X34,)),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_writes_into_arrays_the_function_made_agree(name, args):
+    checked(WRITES, name, args)
+
+
+def test_a_write_at_an_index_given_as_an_argument():
+    checked(WRITES, "index_given", (V3, 1), wrt=(0,))
+    checked(WRITES, "index_given", (V3, -3), wrt=(0,))
+
+
+def test_a_stop_gradient_of_the_written_array_reads_the_new_values():
+    # out = [3 x1, x1, x2] and k, its values, held constant: d/dx sum(k * out)
+    x = V3
+    expected = [0.0, 3.0 * (3.0 * x[1]) + x[1], x[2]]
+    checked(WRITES, "stop_gradient_after", (x,), expected=[expected])
+
+
+def test_writes_in_a_loop_unrolled_over_a_container():
+    params = [V3, V3 * 2.0]
+    grads = grad(WRITES.unrolled, wrt=("params", "x"))(params, S3)
+    expected = [numeric_grad(lambda a, b, x: WRITES.unrolled([a, b], x), [V3, V3 * 2.0, S3], i)
+                for i in range(3)]
+    for g, e in zip([*grads[0], grads[1]], expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
+
+
+def test_a_repeated_index_keeps_the_last_write_as_numpy_does():
+    # out[IDX] = v with IDX = [0, 2, 2, 1, 0]: out is [v4, v3, v2]; += reads once, writes once
+    # (NumPy does not accumulate), so both give v's gradient to its last write per slot.
+    expected_v = np.array([0.0, 0.0, 3.0, 2.0, 1.0])
+    dx, dv = grad(WRITES.repeated_set, wrt=(0, 1))(V3, V5)
+    np.testing.assert_array_equal(dx, [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(dv, expected_v)
+    dx, dv = grad(WRITES.repeated_add, wrt=(0, 1))(V3, V5)
+    np.testing.assert_array_equal(dx, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(dv, expected_v)
+
+
+def test_the_dynamic_programming_loops_agree_with_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def recurrence(x, c):
+        a = jnp.zeros_like(x).at[0].set(x[0])
+        for t in range(1, x.shape[0]):
+            a = a.at[t].set(a[t - 1] * c + x[t])
+        return jnp.sum(jnp.sin(a))
+
+    def path_cost(C):
+        n, m = C.shape
+        D = jnp.zeros((n, m)).at[0, :].set(C[0, :])
+        for i in range(1, n):
+            for j in range(m):
+                D = D.at[i, j].set(C[i, j] + jnp.min(D[i - 1, max(j - 1, 0):j + 2]))
+        return jnp.min(D[n - 1, :])
+
+    for g, e in zip(grad(WRITES.recurrence, wrt=(0, 1))(V5, 0.8),
+                    jax.grad(recurrence, argnums=(0, 1))(V5, 0.8), strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-10)
+    np.testing.assert_allclose(grad(WRITES.path_cost)(X34), jax.grad(path_cost)(X34),
+                               rtol=1e-10)
+
+
+def test_a_write_reads_as_written_in_the_generated_source():
+    source = grad(WRITES.slots).source_for(V3)
+    assert "out_1 = _written(out, np.index_exp[0], _t1)  # line 10" in source
+    assert "out_2 = _written(out_1, np.index_exp[1:], _t3)  # line 11" in source
+    assert "# grad of line 11: out[1:] = np.sin(x[1:])" in source
+    assert "dout_1 = _unwritten(dout_2, out_1, np.index_exp[1:])" in source
+    assert "_unwritten(dout_1" not in source  # (np.zeros: no gradient to give back)
+    source = grad(WRITES.recurrence).source_for(V5, 0.8)
+    assert "a_3 = _written(a_2, np.index_exp[t_1], _t3)  # line 104" in source
+    assert "da_2 = _unwritten(da_3, a_2, np.index_exp[t_1])" in source
+
+
+def test_writes_with_float32_and_integer_inputs():
+    single = V5.astype(np.float32)
+    g = run(WRITES.recurrence, (single, 0.8), (0,))[0]
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, grad(WRITES.recurrence)(V5.astype(np.float32).astype(float),
+                                                          0.8), rtol=1e-5)
+    ints = np.array([1, -2, 3])
+    checked(WRITES, "slots", (ints,))
+    K = np.array([[1, 2], [3, -1]])
+    np.testing.assert_allclose(grad(WRITES.columns)(K, 2),
+                               numeric_grad(WRITES.columns, [K.astype(float), 2.0], 0))
+    # np.zeros_like of integers holds integers: the write truncates x[0] * 0.5, whose
+    # gradient is then 0, as it is for the function run on these integers.
+    np.testing.assert_array_equal(grad(WRITES.truncated)(ints), [2.0, -4.0, 6.0])
+
+
+REFUSED_WRITES = load("""
+import numpy as np
+from symdiff import stop_gradient as sg
+
+C = np.array([1.0, 2.0, 3.0])
+
+def parameter(x):
+    x[0] = 1.0
+    return np.sum(x)
+
+def view_of_parameter(x):
+    v = x[0:2]
+    v[0] = 1.0
+    return np.sum(v)
+
+def module_data(x):
+    C[0] = x[0]
+    return np.sum(C * x)
+
+def alias_of_module_data(x):
+    c = C
+    c[0] = x[0]
+    return np.sum(c)
+
+def alias_read_after(x):
+    out = np.zeros(3)
+    a = out
+    out[0] = x[0]
+    return np.sum(a * x)
+
+def view_read_after(x):
+    out = x * 2.0
+    b = out[1:3]
+    out[1] = x[0]
+    return np.sum(b)
+
+def write_through_view_then_base(x):
+    out = x * 2.0
+    v = out[0:2]
+    v[0] = x[1]
+    return np.sum(out)
+
+def stop_gradient_before(x):
+    out = x * 1.0
+    k = sg(out)
+    out[0] = 3.0 * x[1]
+    return np.sum(k * out)
+
+def alias_read_in_next_step(x):
+    out = np.zeros(3)
+    a = out
+    s = 0.0
+    for t in range(3):
+        s = s + a[0]
+        out[t] = x[t]
+    return s + np.sum(out)
+
+def attribute(x):
+    x.y[0] = 1.0
+    return 1.0
+
+def index_of_index(x):
+    out = np.zeros((2, 2))
+    out[0][1] = x[0]
+    return np.sum(out)
+
+def made_elsewhere(x, y):
+    out = y if x[0] > 0 else x * 1.0
+    out[0] = 1.0
+    return np.sum(out * x)
+
+def writer(o, v):
+    o[0] = v
+    return 0.0
+
+def helper_writes_into_caller(x):
+    out = np.zeros(3)
+    z = writer(out, x[0])
+    return z + np.sum(out * x)
+
+def rows_of_the_array_looped_over(X):
+    out = X * 1.0
+    s = 0.0
+    for row in out:
+        row[0] = row[1] ** 2
+        s = s + np.sum(row)
+    return s
+
+def row_read_after_its_write(X):
+    a = X * 1.0
+    s = 0.0
+    for t in range(1, X.shape[0]):
+        prev = a[t - 1]
+        a[t - 1] = prev * 2.0
+        s = s + np.sum(prev ** 2)
+    return s + np.sum(a)
+
+def view_read_before_the_loop(X):
+    a = X * 1.0
+    prev = a[0]
+    s = 0.0
+    for t in range(1, X.shape[0]):
+        a[0] = a[t] * 2.0
+        s = s + np.sum(prev)
+    return s
+""")
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("parameter", "x[0] = ... writes into the parameter x"),
+    ("view_of_parameter", "v[0] = ... writes into v, which may be the parameter x"),
+    ("module_data", "C[0] = ... writes into the module-level C"),
+    ("alias_of_module_data", "c[0] = ... writes into c, which may be the module-level C"),
+    ("alias_read_after", "a shares its array with out, which line 28 changed in place"),
+    ("view_read_after", "b shares its array with out"),
+    ("write_through_view_then_base", "out shares its array with v"),
+    ("stop_gradient_before", "k shares its array with out"),
+    ("alias_read_in_next_step", "a shares its array with out"),
+    ("attribute", "x.y[0] = ... writes into an attribute's array"),
+    ("index_of_index", "writing into out[0][1], an index of an index"),
+    ("made_elsewhere", "out[0] = ... writes into out, which may be the parameter y"),
+    ("helper_writes_into_caller", "out shares its array with o"),
+    ("rows_of_the_array_looped_over", "the array this loop runs over shares its array with row"),
+    # (read in every iteration after the first write: refused, not checked where it is read)
+    ("view_read_before_the_loop", "prev shares its array with a, which line 103 changed"),
+])
+def test_writes_symdiff_cannot_follow_are_refused(name, message):
+    with pytest.raises(SymdiffError, match=re.escape(message)):
+        grad(getattr(REFUSED_WRITES, name))(V3.copy(), *([V3.copy()] if name ==
+                                                          "made_elsewhere" else []))
+
+
+def test_the_refusals_of_writes_say_where_and_what_instead():
+    path = REFUSED_WRITES.__file__
+    with pytest.raises(SymdiffError) as e:
+        grad(REFUSED_WRITES.parameter)(V3.copy())
+    assert str(e.value) == (
+        f"{path}:8:5: x[0] = ... writes into the parameter x: calling a gradient must not "
+        "change its arguments, so symdiff does not follow this\n"
+        "        x[0] = 1.0\n"
+        "        ^\n"
+        "  supported instead: write into a copy: x = x.copy() first")
+    with pytest.raises(SymdiffError) as e:
+        grad(REFUSED_WRITES.alias_read_after)(V3.copy())
+    assert str(e.value) == (
+        f"{path}:29:19: a shares its array with out, which line 28 changed in place "
+        "(out[0] = ...), so it changed too, which symdiff does not follow\n"
+        "        return np.sum(a * x)\n"
+        "                      ^\n"
+        "  supported instead: copy it before the write (a = np.copy(...)), or read out "
+        "itself after it")
+
+
+def test_a_view_read_before_a_write_that_reaches_it_is_refused_when_it_runs():
+    # prev = a[t - 1] is a row of a: a[t - 1] = ... changes it, a[t] = ... would not (a
+    # number, as prev = a[t - 1] of a vector, never shares); the check runs in the gradient.
+    path = REFUSED_WRITES.__file__
+    X = X34.copy()
+    with pytest.raises(SymdiffError) as e:
+        grad(REFUSED_WRITES.row_read_after_its_write)(X)
+    assert str(e.value).startswith(
+        f"{path}:95:9: prev shares its array with a, which line 94 changed in place "
+        "(a[t - 1] = ...), so it changed too, which symdiff does not follow\n"
+        "            s = s + np.sum(prev ** 2)\n")
+    np.testing.assert_array_equal(X, X34)

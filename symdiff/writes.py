@@ -1,0 +1,223 @@
+"""Writes by index (``out[i] = v``, ``out[:, k] += v``) -> a new version of the array.
+
+The lowering of a function (``lower._Lowering``) mixes this in. A write into an array the
+function made for itself (np.zeros, np.empty, np.full, x.copy(), arithmetic...) becomes an
+array equation ``out_1 = _written(out, index, v)`` (rules.WRITE): the generated code keeps
+every version, so the backward sweep reads the values a write replaced, and each version
+has an adjoint of its own. ``out[index] op= v`` is ``out[index] = out[index] op v``, as
+NumPy runs it (a repeated integer index is read once and written once: no accumulation).
+
+What the gradient could not follow is refused: a write into a parameter, into module
+data, into an array the function may not have made, and a read, after the write, of
+another name that shares the written array (``a = out`` or a view ``b = out[1:3]``): NumPy
+changes it too, where each version here is an array of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+import numpy as np
+
+from . import containers, rules
+from .expressions import OPS, names_in
+from .ir import Eqn
+from .parse import scoped_walk
+
+
+class Writes:
+    """``name[index] = value``; relies on ``lower._Lowering`` for everything else. Placed
+    before the other mixins: it follows what lowering binds and reads (``_emit_elementwise``,
+    ``_array_op``, ``_local``)."""
+
+    # --- what is an array of the function's own ---
+
+    def _emit_elementwise(self, out, val):
+        super()._emit_elementwise(out, val)
+        if _makes_new(val.code, self.np_alias):
+            self.owned.add(out)
+
+    def _array_op(self, node, row, args, receiver=None):
+        val = super()._array_op(node, row, args, receiver)
+        if row.names[0] in _NEW and isinstance(val.code, ast.Name):
+            self.arrays.add(val.code.id)  # (renamed with its equation: lower._define)
+        return val
+
+    def _local(self, node, name):
+        ssa = super()._local(node, name)
+        if ssa is not None and self.stale:
+            problem = self._stale(ssa)
+            what = "the array this loop runs over" if name.startswith("<iter") else name
+            if problem is not None and problem[2] is not None and \
+                    problem[3] is self.eqns and self.stale.get(ssa) is problem:
+                # An index read (prev = out[t - 1]) read again after a write into out, in
+                # the same block: a number or a copy is fine; a view, refused when it runs.
+                message = self.src.problem(node, f"{what} {problem[0]}", problem[1])
+                old, index = problem[2]
+                check = ast.Expr(ast.Call(ast.Name("_missed_write", ast.Load()), [
+                    ast.Name(ssa, ast.Load()), ast.Name(old, ast.Load()), copy.deepcopy(index),
+                    ast.Constant(message.message), ast.Constant(message.hint)], []))
+                self.eqns.append(Eqn("", "assert", check, self.line,
+                                     (ssa, old, *names_in(index)), False, self.where))
+                del self.stale[ssa]  # (checked after the write, wherever it ran)
+            elif problem is not None:
+                self.fail(node, f"{what} {problem[0]}", problem[1])
+        return ssa
+
+    # --- the write ---
+
+    def _write(self, stmt, target, value, op=None):
+        """``target = value`` (``op``: ``target op= value``), target a subscript."""
+        containers.refuse_write(self, target)
+        text = ast.unparse(target)
+        base = target.value
+        if isinstance(base, ast.Subscript):
+            self.fail(target, f"writing into {text}, an index of an index, is not supported",
+                      f"one index: {ast.unparse(base.value)}[..., ...] = ...")
+        if isinstance(base, ast.Attribute):
+            self.fail(target, f"{text} = ... writes into an attribute's array, which "
+                      "symdiff does not follow: a gradient changes nothing outside itself",
+                      "a local copy: w = np.copy(...), then w[...] = ...")
+        if not isinstance(base, ast.Name):
+            self.fail(target, f"writing into {text} is not supported",
+                      "a write into a local array: out[...] = ...")
+        name = base.id
+        if name not in self.env:
+            self._local(base, name)  # (used before it is assigned: said so)
+            self.fail(target, f"{text} = ... writes into the module-level {name}, which "
+                      "symdiff does not follow: calling a gradient changes nothing",
+                      f"a copy of your own: {name.lower()}_copy = {name}.copy(), then write "
+                      "into it")
+        old = self.env[name]
+        self._refuse_foreign(target, name, old)
+        if op is not None:
+            if not isinstance(op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
+                self.fail(stmt, f"augmented assignment {OPS.get(type(op), '?')}= is "
+                          "not supported", "+= -= *= /= **=")
+            read = ast.copy_location(ast.Subscript(ast.Name(name, ast.Load()), target.slice,
+                                                   ast.Load()), target)
+            value = ast.copy_location(ast.BinOp(read, op, value), stmt)
+        operands, statics, codes = [], [], {}
+        self._argument(rules.WRITE, "v", value, operands, statics, codes)
+        self._argument(rules.WRITE, "index", target.slice, operands, statics, codes)
+        operands.insert(0, ("a", old, None))
+        new = self._bound_ssa(name)
+        np_name = ast.Name(self.np_alias, ast.Load())
+        index = ast.Subscript(ast.Attribute(np_name, "index_exp", ast.Load()), codes["index"],
+                              ast.Load())
+        code = ast.Call(ast.Name("_written", ast.Load()),
+                        [ast.Name(old, ast.Load()), index, codes["v"]], [])
+        inputs = tuple(dict.fromkeys(n for _, n, _ in operands))
+        active = any(i in self.active for i in inputs)
+        if active:
+            self.active.add(new)
+        self.arrays.add(new)
+        if old in self.ndims:
+            self.ndims[new] = self.ndims[old]
+        self._mark_stale(stmt, name, old, text, index)
+        self.eqns.append(Eqn(new, "array", code, self.line, inputs, active, self.where,
+                             op=rules.WRITE, operands=tuple(operands), statics=tuple(statics)))
+        self.env[name] = new
+
+    def _written(self, body) -> list[str]:
+        """The variables a statement list writes into by index (out[t] = ...), which a loop
+        carries as it carries the ones it assigns: each write makes a new version."""
+        found = {}
+        for n in scoped_walk(body):
+            if isinstance(n, (ast.Assign, ast.AugAssign)):
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
+                            t.value.id in self.env:
+                        found.setdefault(t.value.id, None)
+        return list(found)
+
+    def _origins(self, ssa) -> set[str]:
+        """The arrays ``ssa`` may be (or be a view of): through merges after branches,
+        the values a loop carries, plain aliases and views."""
+        found, todo, seen = set(), [ssa], set()
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            more = [*self.maybe.get(n, ()), *([self.alias[n]] if self.alias.get(n, n) != n
+                                              else [])]
+            if more:
+                todo.extend(more)
+            else:
+                found.add(n)
+        return found
+
+    def _refuse_foreign(self, target, name, old):
+        """Refuse a write into an array the function may not have made for itself."""
+        text = ast.unparse(target)
+        params = {a.arg for a in ast.walk(self.top.node.args) if isinstance(a, ast.arg)}
+        for origin in sorted(self._origins(old)):
+            if origin in params or origin in self.leaves:
+                what = f"the parameter {name}" if origin == name else \
+                    f"{name}, which may be the parameter {origin} (or a view of it)"
+                self.fail(target, f"{text} = ... writes into {what}: calling a "
+                          "gradient must not change its arguments, so symdiff does not "
+                          "follow this", f"write into a copy: {name} = {name}.copy() first")
+            if origin in self.data_globals:
+                self.fail(target, f"{text} = ... writes into {name}, which may be the "
+                          f"module-level {origin} (or a view of it): calling a gradient "
+                          "changes nothing, so symdiff does not follow this",
+                          f"write into a copy: {name} = {name}.copy() first")
+            if origin not in self.arrays and origin not in self.owned:
+                self.fail(target, f"{text} = ... writes into {name}, which may not be an "
+                          "array the function made for itself, so the write may change "
+                          "another one, which symdiff does not follow",
+                          f"make it with np.zeros, np.ones, np.empty, np.full or a copy "
+                          f"({name} = np.copy(...)) before writing into it")
+
+    def _mark_stale(self, stmt, name, old, text, index):
+        """Every other name that may share the written array: NumPy changes it too, which
+        the versions here do not; a read of one of them later is refused (``_local``)."""
+        written = self._origins(old)
+        scopes = [*self.env.items(), *(p for env in self.caller_envs for p in env.items())]
+        for other, ssa in scopes:
+            if other == name or other.startswith("<"):
+                continue
+            if not written.isdisjoint(self._origins(ssa)):
+                # Read by index in this block (so again in each iteration, before the
+                # write): maybe a number or a copy, which a check tells where it is read.
+                read = any(isinstance(e, Eqn) and e.out == ssa and e.op is rules.INDEX
+                           for e in self.eqns)
+                self.stale[ssa] = (
+                    f"shares its array with {name}, which line {stmt.lineno} changed in place "
+                    f"({text} = ...), so it changed too, which symdiff does not follow",
+                    f"copy it before the write ({other} = np.copy(...)), or read {name} "
+                    "itself after it", (old, index) if read else None, self.eqns)
+
+    def _stale(self, ssa):
+        """The problem of reading ``ssa``, if it may be a name an earlier write changed."""
+        seen, todo = set(), [ssa]
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in self.stale:
+                return self.stale[n]
+            todo.extend(self.maybe.get(n, ()))
+        return None
+
+
+# Array operations whose value is a new ndarray of its own (never a view of an operand).
+_NEW = {"np.copy", "np.array", "np.full", "np.full_like", "np.stack", "np.concatenate", "np.outer",
+        "np.hstack", "np.vstack", "np.tile", "np.where"}
+
+
+def _makes_new(code, np_alias) -> bool:
+    """Whether ``code`` certainly makes a new array (or a number): arithmetic, a ufunc."""
+    if isinstance(code, ast.BinOp):
+        return True
+    if isinstance(code, ast.UnaryOp):
+        return isinstance(code.op, ast.USub)
+    if isinstance(code, ast.Call) and isinstance(code.func, ast.Attribute) and \
+            isinstance(code.func.value, ast.Name) and code.func.value.id == np_alias:
+        return isinstance(getattr(np, code.func.attr, None), np.ufunc)
+    return False
+
