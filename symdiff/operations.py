@@ -368,9 +368,31 @@ class Operations:
                     p not in row.vjp:  # (an empty rule: it has no gradient)
                 self.fail(a, f"{p} must not depend on the differentiated inputs",
                           f"a constant {p}, such as a number or x.shape")
+            if p not in row.vjp and p not in _MASKS and self._varies_smoothly(a):
+                # (np.var(x, ddof=x[0] * 0.5): read as a constant, its gradient would be lost)
+                self.fail(a, f"{row.names[0]} is not differentiated in {p}, which varies "
+                          "with the inputs", f"a constant {p}, or stop_gradient({p}) to drop its "
+                          "gradient")
             text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
             statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
             codes[p] = code
+
+    def _varies_smoothly(self, node) -> bool:
+        """Whether the value of ``node`` may change smoothly with the differentiated inputs:
+        it reads one of them other than through a comparison, a shape, stop_gradient or a
+        function whose value has no gradient (int, len, np.argmax...)."""
+        match node:
+            case ast.Compare() | ast.BoolOp() | ast.UnaryOp(op=ast.Not()):
+                return False
+            case ast.Attribute(attr=attr) if attr in rules.NO_GRADIENT_ATTRIBUTES:
+                return False
+            case ast.Name(id=name):
+                return self.env.get(name) in self.active
+            case ast.Call(func=func) if not (isinstance(func, ast.Name) and func.id in self.env):
+                obj = _reference(func, self.parsed.namespace)
+                if obj is stop_gradient or rules.no_gradient(obj):
+                    return False
+        return any(self._varies_smoothly(c) for c in ast.iter_child_nodes(node))
 
     def _pair(self, node) -> list:
         """cho_solve's (c, lower), as its two arguments: the items of a tuple written out,
@@ -483,6 +505,11 @@ class Operations:
                           "depend on the differentiated inputs is not supported",
                           "np.concatenate of arrays (np.arange for a range)")
         return self._array_op(node, row, {"items": ast.List(items, ast.Load())})
+
+
+# Parameters without gradient whose value may be a mask of the inputs (np.where(x > 0, ...)):
+# piecewise constant, their derivative is 0 wherever it exists.
+_MASKS = ("index", "condition", "condlist")
 
 
 def _reference(node, namespace):

@@ -5,7 +5,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from gradcheck import load
+from gradcheck import check_grad, load
 
 from symdiff import SymdiffError, grad
 
@@ -34,6 +34,17 @@ CASES = {
                 try:
                 ^
           supported instead: assignments, if/else, for, while, return, assert, pass, nested def
+        """),
+    "static argument varying with the inputs": ("""
+        import numpy as np
+
+        def f(x):
+            return np.var(x, ddof=x[0] * 0.5)
+        """, """
+        F:5:27: np.var is not differentiated in ddof, which varies with the inputs
+                return np.var(x, ddof=x[0] * 0.5)
+                                      ^
+          supported instead: a constant ddof, or stop_gradient(ddof) to drop its gradient
         """),
     "with": ("""
         def f(x):
@@ -306,6 +317,30 @@ def test_every_problem_in_the_arguments_of_an_array_operation_is_reported():
             return np.sum(np.stack([np.fft.fft(x), np.fft.rfft(x)]))
         """)
     assert text.count("is not supported") == 2
+
+
+def test_static_arguments_read_through_masks_shapes_and_counts_are_constants():
+    """A mask, a shape, a count (int, len) or a stop_gradient of the inputs has no gradient
+    to lose: only a value that varies smoothly with them is refused (above)."""
+    f = load("""
+import numpy as np
+from symdiff import stop_gradient
+
+
+def f(x):
+    n = x.shape[0]
+    a = np.var(x, ddof=len(x) - 3)
+    return a + np.sum(np.where(x > 0.1, x, 0.0)) + np.sum(np.roll(x, int(x[0])) * x) + n
+
+
+def g(x):  # (the gradient through ddof dropped, as asked)
+    return np.var(x, ddof=stop_gradient(x[0] * 0.5))
+""")
+    x = np.array([0.5, 2.0, 3.0, 1.0])
+    check_grad(f.f, [x])
+    ddof = 0.25
+    expected = 2 * (x - x.mean()) / (x.size - ddof)
+    np.testing.assert_allclose(grad(f.g)(x), expected, rtol=1e-12)
 
 
 def test_print_and_logging_run_in_the_forward_sweep(capsys):
