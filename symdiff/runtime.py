@@ -531,6 +531,8 @@ def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
 
 def _scatter(g, x, index):
     """The adjoint of ``x[index]``: ``g`` placed at ``index`` in zeros; repeats accumulate."""
+    if type(x) in (list, tuple):  # l[0] of a list of values: its adjoint is an array
+        x = np.asarray(x)
     dtype = np.result_type(x, g, np.float64)
     if type(g) is np.ndarray and g.dtype == dtype and _whole(index) and \
             [n for n in g.shape if n != 1] == [n for n in np.shape(x) if n != 1]:
@@ -893,3 +895,25 @@ def _unrepeat(g, x, repeats, axis=None):
     # reduceat gives entry g[start] for an empty group: those copies do not exist
     empty = np.reshape(counts == 0, (-1,) + (1,) * (g.ndim - axis - 1))
     return np.reshape(np.where(empty, 0.0, sums).astype(g.dtype, copy=False), shape)
+
+
+# --- helpers of building arrays from values (issue 13) ---
+
+
+def _entry_grad(g, i, dtype=None):
+    """The adjoint of the entry at index ``i`` of np.array(...) / a list read as an array
+    (``i`` None: of the whole value, as np.asarray(x) or x.astype(dtype) reads it): g's part
+    there; zero for an integer or boolean dtype, which truncates the entries."""
+    part = g if i is None else np.asarray(g)[i]
+    if not _float_kind(dtype):
+        return _zeros(part)
+    return part
+
+
+def _sum_rows_grad(g, x):
+    """The adjoint of ``x`` in the builtin ``sum(x, start)``: start + x[0] + x[1] + ...,
+    so each row gets g summed down to its shape (g may be larger: start broadcast it)."""
+    shape = np.shape(x)
+    if not shape[0]:
+        return np.zeros(shape)
+    return np.zeros(shape) + _unbroadcast(g, np.zeros(shape[1:]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import warnings
 
 from . import containers, rules, runtime
 from .errors import SymdiffError
@@ -316,8 +317,9 @@ class Statements:
                              False, self.where))
 
     def _call_statement(self, stmt, call):
-        """A call made for its effect: print and logging run in the forward sweep, as
-        written, and are not differentiated; other effects are refused, each saying why."""
+        """A call made for its effect: print, logging and warnings.warn run in the forward
+        sweep, as written, and are not differentiated; other effects are refused, each
+        saying why."""
         name = ast.unparse(call.func)
         if isinstance(call.func, ast.Attribute) and call.func.attr in _MUTATORS and \
                 self._is_local_value(call.func.value):
@@ -326,7 +328,7 @@ class Statements:
                       "not follow", "make a new array: np.stack([a, b]), np.concatenate, "
                       "arithmetic")
         fn = self._expr(call.func).value
-        if fn is print or _logging(fn):
+        if fn is print or fn is warnings.warn or _logging(fn):
             code = self._constant_code(stmt)
             self.eqns.append(Eqn("", "assert", code, stmt.lineno, names_in(code), False,
                                  self.where))
@@ -336,8 +338,8 @@ class Statements:
                       "supported", "remove it, and step into the gradient instead: "
                       "pdb.runcall(g.function_for(*args), *args)")
         self.fail(stmt, f"{name}(...) is called for its effect alone, which symdiff does "
-                  "not follow", "a call whose value is used (y = ...); print and logging "
-                  "calls, which run as written")
+                  "not follow", "a call whose value is used (y = ...); print, logging "
+                  "and warnings.warn calls, which run as written")
 
     def _assert(self, stmt):
         code = self._constant_code(stmt)
