@@ -116,6 +116,8 @@ class Operations:
     def _reads_active(self, node) -> bool:
         """Whether ``node`` reads a value that depends on the differentiated inputs: a
         name, or an item of a container being differentiated (params[0])."""
+        if isinstance(node, (ast.List, ast.Tuple)):  # (items may share nodes: as_list's)
+            return any(self._reads_active(e) for e in node.elts)
         return any(n in self.active for n in names_in(self._constant_code(node))) or any(
             containers.resolve(self, n) is not None for n in ast.walk(node))
 
@@ -396,7 +398,7 @@ class Operations:
                 calls.append((expr, code))
             return Val(expr, code, calls,
                        depth=max((v.depth for v in vals), default=0) + 1)
-        return self._array_op(node, row, args)
+        return self._array_op(node, row, {**args, "iterable": items})
 
     def _subscript(self, node) -> Val:
         found = containers.item(self, node)

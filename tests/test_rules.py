@@ -1962,3 +1962,36 @@ def test_float_casts_are_the_identity(name):
     assert g.dtype == np.float32
     np.testing.assert_array_equal(g, [3.0, 3.0])
     assert grad(f)(2) == 3.0
+
+
+def test_building_from_the_items_of_a_differentiated_container():
+    m = load("""
+        import numpy as np
+
+
+        def f(p):
+            return max(p) + min(p) * 2 + sum(p) + np.sum(np.asarray(p) ** 2)
+
+
+        def g(p):
+            return np.sum(np.stack(p) ** 2) + np.sum(np.array(p) * 3) + np.sum(sum(p) ** 2)
+        """)
+    check_grad(m.f, [(0.5, 1.5, -0.25)])
+    check_grad(m.g, [[np.array([0.5, 1.0]), np.array([2.0, -1.0])]])
+
+
+def test_building_arrays_inside_loops_and_branches():
+    f = load("""
+        import numpy as np
+
+
+        def f(x, n):
+            s = 0.0
+            for i in range(n):
+                v = np.array([x[0] * i, x[1], 2.0])
+                s = s + np.sum(v ** 2) + max([x[0], x[1] * i]) + sum([s, x[1]])
+                if s > 3:
+                    s = s * np.float64(x[0])
+            return s
+        """, "f")
+    check_grad(f, [np.array([0.5, 1.3]), 3], wrt=(0,))
