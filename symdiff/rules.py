@@ -600,6 +600,10 @@ ARRAY_OPS += (
     A(("[...]",), ("items",), {"items": "_entry_grad({g}, {i})"}, entries="items",
       note="a list or tuple of numbers and arrays read as an array (np.sum([a, b]))"),
     A(("np.copy",), ("a",), {"a": "{g}"}, method="copy"),
+    A(("np.append",), ("arr", "values", "axis"),
+      {"arr": "_append_part({g}, {arr}, {values}, {axis}, 0)",
+       "values": "_append_part({g}, {arr}, {values}, {axis}, 1)"}, {"axis": "None"},
+      note="flattened where axis is None, as NumPy's"),
     A(("np.ndarray.astype",), ("a", "dtype"), {"a": _ENTRY}, method="astype",
       note="the gradient in the parameter's dtype" + _DTYPE_NOTE),
     A(("sum(iterable)",), ("iterable", "start"),
@@ -613,9 +617,11 @@ ARRAY_OPS += (
       note="the builtin over a sequence of numbers: ties share the gradient equally"),
 )
 # (Rows that no NumPy name reaches: lowering picks them for what it reads.)
-SEQUENCE = ARRAY_OPS[-6]
-BUILTIN_REDUCTIONS = {builtins.sum: ARRAY_OPS[-3], builtins.max: ARRAY_OPS[-2],
-                      builtins.min: ARRAY_OPS[-1]}
+_BY_NAME = {row.names[0]: row for row in ARRAY_OPS}
+SEQUENCE = _BY_NAME["[...]"]
+BUILTIN_REDUCTIONS = {builtins.sum: _BY_NAME["sum(iterable)"],
+                      builtins.max: _BY_NAME["max(iterable)"],
+                      builtins.min: _BY_NAME["min(iterable)"]}
 
 A_LSE = A(("scipy.special.logsumexp",), ("a", "axis", "keepdims"),
           {"a": _UNREDUCE + " * {np}.exp({a} - _unreduce({out}, {a}, {axis}, {keepdims}))"},

@@ -917,3 +917,15 @@ def _sum_rows_grad(g, x):
     if not shape[0]:
         return np.zeros(shape)
     return np.zeros(shape) + _unbroadcast(g, np.zeros(shape[1:]))
+
+
+def _append_part(g, arr, values, axis, which):
+    """The adjoint of ``arr`` (which 0) or ``values`` (1) in ``np.append(arr, values,
+    axis)``: its part of g (of g flattened where axis is None), in its own shape."""
+    if axis is None:
+        n = np.size(arr)
+        flat = np.ravel(g)
+        return np.reshape(flat[n:] if which else flat[:n], np.shape(values if which else arr))
+    n = np.shape(arr)[axis]
+    index = np.arange(n, np.shape(g)[axis]) if which else np.arange(n)
+    return np.reshape(np.take(g, index, axis=axis), np.shape(values if which else arr))
