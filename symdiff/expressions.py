@@ -120,6 +120,8 @@ class Expressions:
                 return self._constant(node)  # a mask: no gradient flows through it
             case ast.IfExp():
                 return self._ifexp(node)
+            case ast.List() | ast.Tuple():
+                return self._sequence(node)
             case ast.Starred():
                 self.fail(node, "starred arguments (*args) are not supported",
                           "pass each argument by name or position")

@@ -14,6 +14,7 @@ import dataclasses
 import types
 
 import numpy as np
+import sympy as sp
 
 from . import calls, containers, rules, runtime
 from .errors import SymdiffError
@@ -56,6 +57,13 @@ class Operations:
             if obj in _ARRAY_MAKERS:
                 self.arrays.add(val.code.id)
             return val
+        if (obj is min or obj is max) and len(node.args) > 2:
+            # max(a, b, c) is max([a, b, c]): ties share equally, as np.max's do
+            items = ast.copy_location(ast.List(list(node.args), ast.Load()), node.args[0])
+            node = ast.copy_location(ast.Call(node.func, [items], node.keywords), node)
+        if (obj is sum or obj is min or obj is max) and len(node.args) == 1 or \
+                obj is sum and node.args:
+            return self._builtin_reduction(node, obj)
         if row is None:
             if isinstance(obj, FunctionSource) or _user_function(obj):
                 self._guard(node.func, obj)
@@ -155,8 +163,15 @@ class Operations:
         rule is empty) depends on the differentiated inputs."""
         given = [*zip(row.params, node.args, strict=False),
                  *((k.arg, k.value) for k in node.keywords)]
-        return any(row.vjp.get(p, "?") and any(
-            n in self.active for n in names_in(self._constant_code(a))) for p, a in given)
+        return any(row.vjp.get(p, "?") and self._reads_active(a) for p, a in given)
+
+    def _reads_active(self, node) -> bool:
+        """Whether ``node`` reads a value that depends on the differentiated inputs: a
+        name, or an item of a container being differentiated (params[0])."""
+        if isinstance(node, (ast.List, ast.Tuple)):  # (items may share nodes: as_list's)
+            return any(self._reads_active(e) for e in node.elts)
+        return any(n in self.active for n in names_in(self._constant_code(node))) or any(
+            containers.resolve(self, n) is not None for n in ast.walk(node))
 
     def _einsum_sublists(self, positional) -> bool:
         """Whether np.einsum is called in its sublist form, einsum(a, [0, 1], b, [1, 2]):
@@ -256,8 +271,8 @@ class Operations:
         # The same operation of the same values twice (x[:-1] in two places) is one value:
         # computed once, and its adjoints summed before they are scattered back.
         key = (row.names[0], tuple(operands), tuple(statics))
-        if key in self.memo and not any(isinstance(n, ast.Call) for p, _ in statics
-                                        for n in ast.walk(codes[p])):
+        if key in self.memo and row.names[0] not in _FRESH and not any(
+                isinstance(n, ast.Call) for p, _ in statics for n in ast.walk(codes[p])):
             name = self.memo[key]
             self.temps.discard(name)  # handed out twice: renaming it would lose one of them
             return Val(symbol(name), ast.Name(name, ast.Load()))
@@ -272,7 +287,8 @@ class Operations:
         self.temps.add(out)
         if row.names[0] in _VIEWS:  # x[1:], x.T, reshape: the same data under a new name
             self.alias[out] = self._root(operands[0][1])
-        if row.names[0] in ("np.stack", "np.concatenate", "np.outer"):
+        if row.names[0] in ("np.stack", "np.concatenate", "np.outer", "np.array",
+                            "np.asarray", "np.copy"):
             self.arrays.add(out)
         if row.names[0] == "np.reshape":
             shape = _literal(dict(statics).get("shape"))
@@ -337,7 +353,11 @@ class Operations:
     def _argument(self, row, p, a, operands, statics, codes):
         """Parameter ``p`` of an array operation, given as ``a``: an operand (a name), a
         list of operands, or a static argument (code run as written)."""
-        if p == row.sequence:
+        if p == row.entries and isinstance(containers.as_list(self, a), (ast.List, ast.Tuple)):
+            a = containers.as_list(self, a)
+            codes[p] = self._entries(a, (), p, operands)
+            statics.append((p, ast.unparse(codes[p])))  # (constant entries tell values apart)
+        elif p == row.sequence:
             if self._returns_several(a):  # np.concatenate(np.split(x, 3)): its parts
                 a = self._parts(a)
             a = containers.as_list(self, a)  # np.stack(ws): its items, [ws[0], ws[1]]
@@ -443,6 +463,8 @@ class Operations:
         """The user's own call (or operator, or method), with its operands renamed."""
         if isinstance(node, ast.BinOp):
             return ast.BinOp(codes["a"], node.op, codes["b"])
+        if isinstance(node, (ast.List, ast.Tuple)):  # [a, b] read as an array: as written
+            return codes[row.entries]
         if isinstance(node, ast.Subscript) and row.sequence:  # np.r_[a, b]
             items = ast.Tuple(codes[row.sequence].elts, ast.Load())
             return ast.Subscript(self._constant_code(node.value), items, ast.Load())
@@ -470,6 +492,83 @@ class Operations:
         keywords = [ast.keyword(k.arg, codes[k.arg]) for k in node.keywords]
         return ast.Call(func, args, keywords)
 
+    def _entries(self, node, path, p, operands):
+        """The nested list or tuple ``node`` of np.array(...) with each entry lowered: one
+        that depends on the differentiated inputs becomes an operand at its index in the
+        result (``path``), any other stays code, run as written."""
+        problems: list = []
+        elts = []
+        for k, e in enumerate(node.elts):
+            here = (*path, k)
+            if isinstance(e, ast.Starred):
+                self.fail(e, "starred items (*a) in a list read as an array are not "
+                          "supported", "np.concatenate([a, b])")
+            nested = containers.as_list(self, e)
+            if isinstance(nested, (ast.List, ast.Tuple)):
+                elts.append(self._entries(nested, here, p, operands))
+                continue
+            v = self._lowered(e, problems)
+            if v is None:
+                continue
+            try:
+                self._need_number(v, e)
+            except SymdiffError as error:
+                problems.extend(error.problems)
+                continue
+            if {s.name for s in v.expr.free_symbols} & self.active:
+                n = self._operand(v, e)
+                operands.append((p, n, here[0] if len(here) == 1 else here))
+                elts.append(ast.Name(n, ast.Load()))
+            else:
+                elts.append(v.code)
+        if problems:
+            raise SymdiffError(problems=tuple(problems))
+        return type(node)(elts, ast.Load())
+
+    def _sequence(self, node) -> Val:
+        """A list or tuple literal where a value is read (np.sum([a, b]), x * [1.0, 2.0]):
+        run as written, as NumPy reads it; an array of its entries to the differentiator."""
+        if not self._reads_active(node):
+            return self._constant(node)
+        return self._array_op(node, rules.SEQUENCE, {"items": node})
+
+    def _builtin_reduction(self, node, fn) -> Val:
+        """The builtins sum(iterable, start), min(iterable) and max(iterable). A sum of the
+        items of a list or tuple written out is their sum, broadcast as + does; anything
+        else (an array, a list value) is reduced along its first axis, as Python does."""
+        name = ast.unparse(node.func)
+        row = rules.BUILTIN_REDUCTIONS[fn]
+        args = self._arguments(list(node.args), node.keywords, row.params, row.optional,
+                               name, node)
+        items = containers.as_list(self, args["iterable"])
+        if fn is sum and isinstance(items, (ast.List, ast.Tuple)) and not any(
+                isinstance(e, ast.Starred) for e in items.elts):
+            problems: list = []
+            parts = [("start", args["start"])] if "start" in args else []
+            parts += [(None, e) for e in items.elts]
+            vals = [self._lowered(e, problems) for _, e in parts]
+            if problems:
+                raise SymdiffError(problems=tuple(problems))
+            for v, (_, e) in zip(vals, parts, strict=True):
+                self._need_number(v, e)
+            vals = [self._shallow(v, e) for v, (_, e) in zip(vals, parts, strict=True)]
+            expr = sum((v.expr for v in vals), sp.Integer(0))
+            codes = [v.code for v in vals]
+            start = [codes.pop(0)] if "start" in args else []
+            listed = type(items)(codes, ast.Load())
+            keywords = [ast.keyword("start", start[0])] if start and not len(node.args) > 1 \
+                else []
+            code = ast.Call(copy.copy(node.func), [listed, *(start if not keywords else [])],
+                            keywords)
+            if not expr.free_symbols and not expr.is_Number:
+                return self._constant(node)
+            calls = [c for v in vals for c in v.calls]
+            if not expr.is_Atom:
+                calls.append((expr, code))
+            return Val(expr, code, calls,
+                       depth=max((v.depth for v in vals), default=0) + 1)
+        return self._array_op(node, row, {**args, "iterable": items})
+
     def _subscript(self, node) -> Val:
         if self._returns_several(node.value):  # np.linalg.slogdet(a)[1]
             tree = self._expr(node.value).value
@@ -496,6 +595,12 @@ class Operations:
         if not any(n in self.active for n in names_in(code)):
             return self._constant(node)
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        # A range among them, np.r_[x, 1:4], is the 1-D array np.r_[1:4] reads it as (a
+        # constant, when its bounds are)
+        items = [ast.copy_location(ast.Subscript(node.value, e, ast.Load()), e)
+                 if isinstance(e, ast.Slice) and not any(
+                     n in self.active for n in names_in(self._constant_code(e))) else e
+                 for e in items]
         for e in items:
             if isinstance(e, ast.Slice) or isinstance(e, ast.Constant) and isinstance(
                     e.value, str):
@@ -524,12 +629,17 @@ def _reference(node, namespace):
 
 # Operations whose result may share its first operand's data (NumPy views): x[1:], x.T,
 # reshape, np.flip always, np.einsum where the subscripts only permute or keep axes
-# ('ij->ji'): writing into the result writes there.
+# ('ij->ji'), np.asarray of an array (the array itself): writing into the result writes
+# there.
 _VIEWS = {"x[...]", "np.reshape", "np.ravel", "np.squeeze", "np.expand_dims", "np.transpose",
           "np.broadcast_to", "np.flip", "np.einsum", "np.diagonal", "np.diag", "np.moveaxis",
           "np.swapaxes", "np.rollaxis", "np.atleast_1d", "np.atleast_2d", "np.atleast_3d",
-          "np.flipud", "np.fliplr", "np.rot90"}
+          "np.flipud", "np.fliplr", "np.rot90", "np.asarray"}
 
+
+# Operations that make a new array (or list) each time, which the function may write into
+# (y = x.copy(); y[0] = v): two calls are two values, never one.
+_FRESH = {"[...]", "np.array", "np.asarray", "np.copy", "np.ndarray.astype"}
 
 _UNKNOWN = NOT_LITERAL
 # The parameter that decides what a function returning several values returns, and the

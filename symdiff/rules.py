@@ -364,6 +364,10 @@ class ArrayOp:
     # returns one value, with these templates (np.linalg.svd(a, compute_uv=False): s).
     outputs: tuple[tuple[str, dict[str, str]], ...] = ()
     alone: tuple = ()
+    # A parameter taking nested lists of numbers and arrays (np.array's object): each entry
+    # that depends on the differentiated inputs is an operand, ``{i}`` its index in the
+    # result; the other entries are code run as written. Any other value is one operand.
+    entries: str = ""
 
     @property
     def optional(self) -> int:
@@ -456,6 +460,11 @@ ELEMENTWISE += (
     E(("np.real_if_close",), ("x", "tol"), lambda x, tol=None: x, optional=1,
       note="of real values: identity"),
     E(("np.angle",), ("x",), _zero_derivative("Angle"), note="of real values: derivative 0"),
+)
+# Casts to a float type (issue 13): identity; the integer ones are in NO_GRADIENT.
+ELEMENTWISE += (
+    E(("np.float64", "np.float32", "np.float16", "np.double", "np.single"), ("x",),
+      lambda x: x, note="identity (a cast)"),
 )
 
 A = ArrayOp
@@ -1571,6 +1580,37 @@ ARRAY_OPS += (
       note="a new array with the values of a"),
 )
 
+# Building arrays from values (issue 13): np.array and np.asarray of nested lists, copies,
+# casts, and the builtins sum, min and max over a sequence (a list, a tuple, an array's rows).
+_ENTRY = "_entry_grad({g}, {i}, {dtype})"
+_DTYPE_NOTE = "; an integer or boolean dtype has no gradient"
+ARRAY_OPS += (
+    A(("np.array",), ("object", "dtype", "copy"), {"object": _ENTRY},
+      {"dtype": "None", "copy": "True"}, entries="object", positional=2,
+      note="of numbers and arrays of one shape, in nested lists and tuples" + _DTYPE_NOTE),
+    A(("np.asarray",), ("a", "dtype"), {"a": _ENTRY}, {"dtype": "None"}, entries="a",
+      positional=2, note="as np.array" + _DTYPE_NOTE),
+    A(("[...]",), ("items",), {"items": "_entry_grad({g}, {i})"}, entries="items",
+      note="a list or tuple of numbers and arrays read as an array (np.sum([a, b]))"),
+    A(("np.ndarray.astype",), ("a", "dtype"), {"a": _ENTRY}, method="astype",
+      note="the gradient in the parameter's dtype" + _DTYPE_NOTE),
+    A(("sum(iterable)",), ("iterable", "start"),
+      {"iterable": "_sum_rows_grad({g}, {iterable})", "start": "_unbroadcast({g}, {start})"},
+      {"start": "0"}, note="the builtin: over a list or tuple, or an array's first axis"),
+    A(("max(iterable)",), ("iterable",),
+      {"iterable": "_extreme_share({g}, {np}.asarray({iterable}), {out})"},
+      note="the builtin over a sequence of numbers: ties share the gradient equally"),
+    A(("min(iterable)",), ("iterable",),
+      {"iterable": "_extreme_share({g}, {np}.asarray({iterable}), {out})"},
+      note="the builtin over a sequence of numbers: ties share the gradient equally"),
+)
+# (Rows that no NumPy name reaches: lowering picks them for what it reads.)
+_BY_NAME = {row.names[0]: row for row in ARRAY_OPS}
+SEQUENCE = _BY_NAME["[...]"]
+BUILTIN_REDUCTIONS = {builtins.sum: _BY_NAME["sum(iterable)"],
+                      builtins.max: _BY_NAME["max(iterable)"],
+                      builtins.min: _BY_NAME["min(iterable)"]}
+
 ARRAY_OPS += (A_LSE,)
 
 # Reading by index, x[...]: basic slices, integer arrays (repeats accumulate), boolean masks.
@@ -1609,7 +1649,7 @@ METHODS["flatten"] = METHODS["ravel"]
 # Functions whose value carries no gradient: run as they are, constants to the differentiator.
 # Constructors with a rule above, run as constants where no argument depends on the
 # differentiated inputs (as they were before they had rules: any keyword NumPy takes).
-CONSTRUCTORS = ("np.full", "np.full_like", "np.arange", "np.linspace")
+CONSTRUCTORS = ("np.full", "np.full_like", "np.arange", "np.linspace", "np.array", "np.asarray")
 
 # Each has derivative 0, or cannot take a float from its arguments (np.full, np.arange and
 # np.linspace can: they are ARRAY_OPS).
@@ -1619,7 +1659,8 @@ NO_GRADIENT = ("np.zeros_like", "np.ones_like", "np.zeros", "np.ones", "np.empty
                "np.argmin", "np.argsort", "np.shape", "np.ndim", "np.size", "np.isnan",
                "np.isfinite", "np.isinf", "len", "range", "int", "bool",
                "np.logical_and", "np.logical_or", "np.logical_not", "np.greater",
-               "np.less", "np.equal", "np.imag")
+               "np.less", "np.equal", "np.imag",
+               "np.int64", "np.int32", "np.int16", "np.int8", "np.bool_")
 # Attributes of arrays that carry no gradient.
 NO_GRADIENT_ATTRIBUTES = ("shape", "ndim", "size", "dtype")
 
@@ -1663,6 +1704,8 @@ def _index(rows, module=""):
     table = {}
     for row in rows:
         for name in row.names:
+            if not all(part.isidentifier() for part in name.split(".")):
+                continue  # a spelling no object has: "[...]", "max(iterable)"
             if _scipy_module(name) != module:
                 continue
             try:

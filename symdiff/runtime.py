@@ -617,7 +617,7 @@ def _matrix_norm_grad(g, x, out, ord, axes):
 
 def _scatter(g, x, index):
     """The adjoint of ``x[index]``: ``g`` placed at ``index`` in zeros; repeats accumulate."""
-    if type(x) is tuple:  # (np.gradient's arrays, one per axis: their adjoints stacked)
+    if type(x) in (list, tuple):  # l[0] of a list of values, np.gradient's arrays: stacked
         x = np.asarray(x)
     dtype = np.result_type(x, g, np.float64)
     if type(g) is np.ndarray and g.dtype == dtype and _whole(index) and \
@@ -2035,3 +2035,36 @@ def _missed_write(value, old, index, message, hint):
         error = SymdiffError(message)
         error.hint = hint
         raise error
+
+# --- helpers of building arrays from values (issue 13) ---
+
+
+def _entry_grad(g, i, dtype=None):
+    """The adjoint of the entry at index ``i`` of np.array(...) / a list read as an array
+    (``i`` None: of the whole value, as np.asarray(x) or x.astype(dtype) reads it): g's part
+    there; zero for an integer or boolean dtype, which truncates the entries."""
+    part = g if i is None else np.asarray(g)[i]
+    if not _float_kind(dtype):
+        return _zeros(part)
+    return part
+
+
+def _sum_rows_grad(g, x):
+    """The adjoint of ``x`` in the builtin ``sum(x, start)``: start + x[0] + x[1] + ...,
+    so each row gets g summed down to its shape (g may be larger: start broadcast it)."""
+    shape = np.shape(x)
+    if not shape[0]:
+        return np.zeros(shape)
+    return np.zeros(shape) + _unbroadcast(g, np.zeros(shape[1:]))
+
+
+def _append_part(g, arr, values, axis, which):
+    """The adjoint of ``arr`` (which 0) or ``values`` (1) in ``np.append(arr, values,
+    axis)``: its part of g (of g flattened where axis is None), in its own shape."""
+    if axis is None:
+        n = np.size(arr)
+        flat = np.ravel(g)
+        return np.reshape(flat[n:] if which else flat[:n], np.shape(values if which else arr))
+    n = np.shape(arr)[axis]
+    index = np.arange(n, np.shape(g)[axis]) if which else np.arange(n)
+    return np.reshape(np.take(g, index, axis=axis), np.shape(values if which else arr))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import logging
+import warnings
 
 from . import containers, rules, runtime
 from .errors import SymdiffError
@@ -350,8 +351,9 @@ class Statements:
                              False, self.where))
 
     def _call_statement(self, stmt, call):
-        """A call made for its effect: print and logging run in the forward sweep, as
-        written, and are not differentiated; other effects are refused, each saying why."""
+        """A call made for its effect: print, logging and warnings.warn run in the forward
+        sweep, as written, and are not differentiated; other effects are refused, each
+        saying why."""
         if self._list_statement(stmt, call):  # hs.append(h)
             return
         name = ast.unparse(call.func)
@@ -362,7 +364,7 @@ class Statements:
                       "not follow", "make a new array: np.stack([a, b]), np.concatenate, "
                       "arithmetic")
         fn = self._expr(call.func).value
-        if fn is print or _logging(fn):
+        if fn is print or fn is warnings.warn or _logging(fn):
             code = self._constant_code(stmt)
             self.eqns.append(Eqn("", "assert", code, stmt.lineno, names_in(code), False,
                                  self.where))
@@ -372,8 +374,8 @@ class Statements:
                       "supported", "remove it, and step into the gradient instead: "
                       "pdb.runcall(g.function_for(*args), *args)")
         self.fail(stmt, f"{name}(...) is called for its effect alone, which symdiff does "
-                  "not follow", "a call whose value is used (y = ...); print and logging "
-                  "calls, which run as written")
+                  "not follow", "a call whose value is used (y = ...); print, logging "
+                  "and warnings.warn calls, which run as written")
 
     def _assert(self, stmt):
         code = self._constant_code(stmt)

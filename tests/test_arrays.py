@@ -226,6 +226,22 @@ CASES = {
         ("np.sum(np.sin(scipy.linalg.cholesky(x @ x.T + 3 * np.eye(3))))", (3, 3)),
         ("np.sum(scipy.linalg.cholesky(x @ x.T + 3 * np.eye(3), lower=True) * y)", (3, 3),
          (3, 3))],
+    # building arrays from values (issue 13)
+    "np.array": [("np.sum(np.array([x, y * x]) ** 2)", (3,), (3,)),
+                 ("np.sum(np.array([[x[0], 1.0], (x[1] * y, y)]) ** 3)", (2,), ()),
+                 ("np.sum(np.array(x, dtype=float) * y)", (2, 3), (3,))],
+    "np.asarray": [("np.sum(np.asarray(x) * y)", (3,), (3,)),
+                   ("np.sum(np.asarray((x[0], y, 2.0)) ** 3)", (2,), ())],
+    "[...]": [("np.sum(np.sum([x, y], axis=0) ** 2)", (3,), (3,)),
+              ("np.sum(x * [1.0, y])", (2,), ()), ("np.sum((x, x * y))", (), ())],
+    "np.ndarray.astype": [("np.sum(x.astype(float) * y)", (3,), (3,)),
+                          ("np.sum(x.astype(np.float64) ** 3)", (2, 2))],
+    "sum(iterable)": [("np.sum(sum(x) ** 2)", (3, 2)), ("np.sum(sum([x, y]) ** 2)", (3,), ()),
+                      ("np.sum(sum(x, y) ** 2)", (2, 3), (3,)),
+                      ("sum((x, y * y, 1.0), start=y)", (), ())],
+    "max(iterable)": [("max([x[0], x[1] * y, y])", (2,), ()), ("max(x ** 2)", (4,)),
+                      ("max(x, y, x * y)", (), ())],
+    "min(iterable)": [("min((x[0], y))", (2,), ()), ("min(x) * y", (4,), ())],
 }
 
 # scipy.stats and scipy.signal (issue 13): positive rates, an SPD covariance, points on the

@@ -2,6 +2,7 @@
 
 import inspect
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -226,8 +227,8 @@ CASES = {
         'F:5:5: h(...) is called for its effect alone, which symdiff does not follow',
         '        h(x)',
         '        ^',
-        '  supported instead: a call whose value is used (y = ...); print and logging '
-        'calls, which run as written',
+        '  supported instead: a call whose value is used (y = ...); print, logging and '
+        'warnings.warn calls, which run as written',
     ])),
     "not_an_array_method": ("""
         def f(x, parser):
@@ -358,6 +359,26 @@ def test_print_and_logging_run_in_the_forward_sweep(capsys):
     g = grad(f)(x)
     assert capsys.readouterr().out == f"y: {np.sin(x)}\n"
     np.testing.assert_allclose(g, np.sin(x) + x * np.cos(x))
+
+
+def test_warnings_warn_and_assert_run_in_the_forward_sweep():
+    f = load("""
+        import warnings
+        import numpy as np
+        def f(x):
+            y = np.sin(x)
+            assert np.all(np.abs(y) <= 1.0), "a sine above one"
+            if np.any(y < 0):
+                warnings.warn(f"negative sines: {y}")
+            return np.sum(y * x)
+        """, "f")
+    x = np.array([0.5, -1.5])
+    with pytest.warns(UserWarning, match="negative sines"):
+        g = grad(f)(x)
+    np.testing.assert_allclose(g, np.sin(x) + x * np.cos(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grad(f)(np.abs(x))  # no warning where the function gives none
 
 
 def test_np_dot_of_a_stack_of_known_dimensions_is_refused_when_building():

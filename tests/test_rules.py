@@ -28,7 +28,11 @@ from symdiff import SymdiffError, grad, rules, value_and_grad
 from symdiff.rules import ELEMENTWISE, NO_GRADIENT, lookup, resolve_name
 
 # (Rows with static parameters, an order or a dimension, are tested at the end of the file.)
-SPELLINGS = [(row, name) for row in ELEMENTWISE for name in row.names if not row.static]
+# Casts to fewer bits round their value: central differences of them are rounding noise,
+# so they are tested on their own (test_float_casts_are_the_identity).
+ROUNDING_CASTS = ("np.float32", "np.float16", "np.single")
+SPELLINGS = [(row, name) for row in ELEMENTWISE for name in row.names
+             if not row.static and name not in ROUNDING_CASTS]
 ARRAYS = ("np.", "scipy.")  # spellings that take arrays (SciPy's ufuncs)
 ARRAY_SPELLINGS = [(row, name) for row, name in SPELLINGS if name.startswith(ARRAYS)]
 MULTI_ARG_ARRAY_SPELLINGS = [(row, name) for row, name in ARRAY_SPELLINGS
@@ -868,18 +872,28 @@ def test_r_and_c_of_differentiated_values():
     np.testing.assert_array_equal(grad(m.constant)(np.ones(4)), [0.0, 1.0, 2.0, 1.0])
 
 
-def test_r_with_a_slice_of_differentiated_values_is_refused():
-    f = load("""
+def test_r_with_a_slice_among_differentiated_values():
+    m = load("""
         import numpy as np
 
 
+        def r(x):
+            return np.sum(np.r_[x, 2.0, 0:3] ** 2 * np.arange(6))
+
+
+        def c(x):
+            return np.sum(np.c_[x, 1:4] ** 2 * np.arange(6).reshape(3, 2))
+
+
         def f(x):
-            return np.sum(np.r_[x, 0:3])
-        """, "f")
+            return np.sum(np.r_[x, 0:x[0]])
+        """)
+    check_grad(m.r, [np.array([0.5, -1.5])])
+    check_grad(m.c, [np.array([0.5, -1.5, 2.0])])
     with pytest.raises(SymdiffError) as info:
-        grad(f)(np.ones(2))
+        grad(m.f)(np.ones(2))
     assert str(info.value).splitlines()[0].endswith(
-        ":6:28: np.r_[...] with a slice (a range) among values that depend on the "
+        ":14:28: np.r_[...] with a slice (a range) among values that depend on the "
         "differentiated inputs is not supported")
     assert "np.concatenate of arrays (np.arange for a range)" in str(info.value)
 
@@ -1352,6 +1366,30 @@ EDGE_ARRAYS = {
     "scipy.linalg.inv": [("np.sum(scipy.linalg.inv(x))", np.array([[2.0]]), [[-0.25]])],
     "scipy.linalg.det": [("scipy.linalg.det(x)", np.ones((2, 2)), [[1.0, -1.0], [-1.0, 1.0]])],
     "scipy.linalg.cholesky": [("np.sum(scipy.linalg.cholesky(x))", np.array([[4.0]]), [[0.25]])],
+    # building arrays from values (issue 13); a list read as an array, and the builtins
+    # max and min, have conventions here (jnp.sum takes no list, and JAX cannot trace max)
+    "np.array": [("np.sum(np.array([x, 2.0 * x]) ** 2)", np.array(2.0)),
+                 ("np.sum(np.array([x, x]) ** 2)", np.zeros(0)),
+                 ("np.sum(np.array([x, x]))", np.ones(3, _F32)),
+                 ("np.sum(np.array([x, x], dtype=int) * x)", np.ones(2), [2.0, 2.0]),
+                 ("np.sum(np.array(x, dtype=bool) * x)", np.array([0.0, 2.0]), [0.0, 1.0])],
+    "np.asarray": [("np.sum(np.asarray(x) ** 2)", np.zeros(0)),
+                   ("np.sum(np.asarray([x[0], 1.0]) ** 2)", np.array([2.0])),
+                   ("np.sum(np.asarray(x) ** 2)", np.array(2.0))],
+    "[...]": [("np.sum(np.sum([x, x], axis=0) ** 2)", np.ones(2), [8.0, 8.0]),
+              ("np.sum([x, x])", np.zeros(0), np.zeros(0)),
+              ("np.sum([x, x])", np.array(2.0), 2.0)],
+    "np.ndarray.astype": [("np.sum(x.astype(float) ** 2)", np.arange(3)),
+                          ("np.sum(x.astype(np.float32) ** 2)", np.ones(3, _F32)),
+                          ("np.sum(x.astype(int) * x)", np.array([1.5, 2.5]), [1.0, 2.0]),
+                          ("np.sum(x.astype(float) ** 2)", np.zeros((0, 2)))],
+    "sum(iterable)": [("sum(x)", np.zeros(0), np.zeros(0)),
+                      ("np.sum(sum(x) ** 2)", np.ones((2, 3))),
+                      ("sum([x, 2.0 * x])", np.array(2.0)), ("sum(x)", np.array([True, False]))],
+    "max(iterable)": [("max([x, x])", np.array(2.0), 1.0), ("max(x)", np.ones(3), [1 / 3] * 3),
+                      ("max(x)", np.arange(3), [0.0, 0.0, 1.0])],
+    "min(iterable)": [("min([x, 1.0])", np.array(1.0), 0.5),
+                      ("min(x)", np.array([1.0, 2.0]), [1.0, 0.0])],
 }
 
 
@@ -3711,3 +3749,225 @@ def test_logsumexp_with_weights_and_its_sign():
     signs = np.sign(np.sum(b * np.exp(a), axis=1))
     assert set(signs) == {-1.0, 1.0}  # both kinds of sums at this point
     check_grad(m.f, [a, b], wrt=(0, 1))
+
+
+# --- building arrays from values: np.array, np.asarray, list and tuple literals, copies,
+# casts, the builtins sum, min and max (issue 13, item 1) ---
+
+BUILD = load("""
+    import numpy as np
+
+
+    def mixed(x, a):
+        return np.sum(np.array([x[0] * 2, x[1], 1.0, a * a]) ** 3)
+
+
+    def nested(a, b):
+        return np.sum(np.array([[a, 1.0], (2.0, a * b)], dtype=float) @ np.array([1.0, 3.0]))
+
+
+    def stacked(x, y):
+        return np.sum(np.sin(np.array([[x, y * x], (y, x)])) + np.array([x, y]) ** 2)
+
+
+    def of_array(x):
+        return np.sum(np.array(x, copy=True) ** 2 + np.asarray(x, dtype=np.float64) ** 3)
+
+
+    def truncated(x):
+        return np.sum(np.array([x[0], x[1] * 3], dtype=int) * x)
+
+
+    def masked(x):
+        return np.sum(np.asarray(x, dtype=bool) * x)
+
+
+    def single(x):
+        return np.sum(np.array([x[0], x[1] * 2]) ** 2)
+
+
+    def literals(a, b):
+        l = [a, b * b]
+        t = (a * b, 2.0)
+        s = 0.0
+        for v in l:
+            s = s + v
+        return np.sum([a, b]) + l[0] * l[1] + np.sum(np.stack((t, t))) + s
+
+
+    def times_a_list(x):
+        return np.sum(x * [1.0, 2.0]) + np.sum(np.array([]))
+
+
+    def copies(x):
+        y = x.copy()
+        return np.sum(np.copy(x) * y ** 2)
+
+
+    def casts(x):
+        return np.sum(x.astype(float) ** 2 + x.astype(np.float32) * x + x.astype(int) * x)
+
+
+    def scalar_casts(a):
+        return np.float64(a) ** 2 + np.float32(a) * a + float(a) * a + np.int64(a) * a
+
+
+    def sums(a, b, x):
+        return sum([a, b * b, 1.0]) + sum((a, a), start=b) + np.sum(sum(x, a) ** 2)
+
+
+    def rows(x):
+        return np.sum(sum(x) ** 2)
+
+
+    def extremes(a, b):
+        return max([a, b * b, 0.5]) + min((a, b)) + max(a, b * a, 2.0 * b)
+
+
+    def extreme_of_array(x):
+        return max(x ** 2) + min(x)
+    """)
+
+
+def test_np_array_of_numbers_and_differentiated_values():
+    x = np.array([0.5, -1.5])
+    check_grad(BUILD.mixed, [x, 0.7], wrt=(0, 1))
+    check_grad(BUILD.nested, [0.4, -0.6], wrt=(0, 1))
+    check_grad(BUILD.single, [x.astype(np.float32)], rtol=1e-4)
+    assert grad(BUILD.single)(x.astype(np.float32)).dtype == np.float32
+    np.testing.assert_allclose(grad(BUILD.single)(np.array([1, 2])), [2.0, 16.0])
+
+
+def test_np_array_stacks_arrays_of_one_shape():
+    rng = np.random.default_rng(3)
+    check_grad(BUILD.stacked, [rng.standard_normal(2), rng.standard_normal(2)], wrt=(0, 1))
+    check_grad(BUILD.stacked, [np.array(0.5), np.array(-0.7)], wrt=(0, 1))
+
+
+def test_np_array_and_asarray_of_an_array():
+    check_grad(BUILD.of_array, [np.array([[0.5, -1.5], [2.0, 0.25]])])
+    check_grad(BUILD.of_array, [0.7])
+    assert type(grad(BUILD.of_array)(0.7)) is float
+
+
+def test_np_array_with_an_integer_or_boolean_dtype_has_no_gradient_through_it():
+    x = np.array([1.5, 2.25])
+    # np.array([1, 6]) * x: only the factor x carries a gradient
+    np.testing.assert_array_equal(grad(BUILD.truncated)(x), [1.0, 6.0])
+    np.testing.assert_array_equal(grad(BUILD.masked)(np.array([0.0, 2.0])), [0.0, 1.0])
+
+
+def test_list_and_tuple_literals_read_as_arrays():
+    check_grad(BUILD.literals, [0.4, -1.3], wrt=(0, 1))
+    check_grad(BUILD.times_a_list, [np.array([0.5, -1.5])])
+
+
+def test_copies_and_casts():
+    rng = np.random.default_rng(4)
+    check_grad(BUILD.copies, [rng.standard_normal((2, 3))])
+    x = np.array([0.5, -1.5, 2.25])
+    # astype(np.float32) is differentiated as the identity (not in float32 differences)
+    np.testing.assert_allclose(grad(BUILD.casts)(x), 2 * x + 2 * x.astype(np.float32) +
+                               x.astype(int), rtol=1e-7)
+    assert grad(BUILD.casts)(x.astype(np.float32)).dtype == np.float32
+    np.testing.assert_array_equal(grad(BUILD.casts)(np.arange(3)), [0.0, 5.0, 10.0])
+    assert grad(BUILD.scalar_casts)(2.5) == pytest.approx(5.0 + 5.0 + 5.0 + 2.0)
+    assert grad(BUILD.scalar_casts)(2) == pytest.approx(4.0 + 4.0 + 4.0 + 2.0)
+
+
+def test_builtin_sum_min_max_over_sequences():
+    x = np.array([[0.5, -1.5], [2.0, 0.25], [1.0, 1.0]])
+    check_grad(BUILD.sums, [0.4, -1.3, x], wrt=(0, 1, 2))
+    check_grad(BUILD.rows, [x])
+    check_grad(BUILD.rows, [np.array([True, False, True])])
+    check_grad(BUILD.extremes, [0.4, -1.3], wrt=(0, 1))
+    check_grad(BUILD.extremes, [2.0, 0.9], wrt=(0, 1))
+    check_grad(BUILD.extreme_of_array, [np.array([0.5, -1.5, 1.25])])
+
+
+def test_builtin_min_max_of_a_sequence_share_ties_equally():
+    # three tied entries a third each, as np.max's (a pairwise max would give 1/4, 1/4, 1/2)
+    f = load("def f(a):\n    return max([a, a, 2.0 - a])\n", "f")
+    assert grad(f)(1.0) == pytest.approx(1 / 3)
+    g = load("def g(a, b):\n    return min(a, b, 1.0)\n", "g")
+    assert grad(g, wrt=(0, 1))(1.0, 1.0) == pytest.approx((1 / 3, 1 / 3))
+    h = load("import numpy as np\n\n\ndef h(x):\n    return max(x)\n", "h")
+    np.testing.assert_allclose(grad(h)(np.array([2.0, 1.0, 2.0])), [0.5, 0.0, 0.5])
+
+
+def test_empty_sequences_where_python_and_numpy_allow_them():
+    f = load("import numpy as np\n\n\ndef f(a, x):\n"
+             "    return sum([], start=a) * a + np.sum(np.array([x, x]) ** 2) + sum(x)\n", "f")
+    ga, gx = grad(f, wrt=(0, 1))(0.5, np.zeros(0))
+    assert ga == 1.0 and gx.shape == (0,)
+
+
+def test_list_arithmetic_of_differentiated_values_is_refused():
+    f = load("import numpy as np\n\n\ndef f(a):\n    return np.sum([a, a] * 2)\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(0.5)
+    assert str(e.value).splitlines()[0].endswith(
+        ":5:19: this repeats or joins a list that depends on the differentiated inputs "
+        "(list arithmetic), which symdiff does not differentiate")
+
+
+def test_starred_items_in_a_list_read_as_an_array_are_refused():
+    f = load("import numpy as np\n\n\ndef f(x):\n    return np.sum(np.array([*x, 1.0]))\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.ones(2))
+    assert str(e.value).splitlines()[0].endswith(
+        ":5:29: starred items (*a) in a list read as an array are not supported")
+    assert "supported instead: np.concatenate([a, b])" in str(e.value)
+
+
+def test_constructors_of_items_of_a_differentiated_container_carry_gradient():
+    """np.full(3, p[0]) of a tuple parameter's item: p[0] depends on the inputs, though
+    no name in the call is differentiated (the gradient was 0)."""
+    f = load("import numpy as np\n\n\ndef f(p):\n"
+             "    return np.sum(np.full(3, p[0]) ** 2) + np.sum(np.array(p) * 2.0)\n", "f")
+    assert grad(f)((0.5, 1.0)) == pytest.approx((5.0, 2.0))
+
+
+@pytest.mark.parametrize("name", ROUNDING_CASTS)
+def test_float_casts_are_the_identity(name):
+    """np.float32(x) and the like: derivative 1 (JAX's convert_element_type), the
+    gradient in the parameter's kind, for numbers and arrays."""
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    return np.sum({name}(x) * 3.0)\n", "f")
+    assert grad(f)(0.5) == 3.0 and type(grad(f)(0.5)) is float
+    g = grad(f)(np.array([0.5, 2.0], dtype=np.float32))
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(g, [3.0, 3.0])
+    assert grad(f)(2) == 3.0
+
+
+def test_building_from_the_items_of_a_differentiated_container():
+    m = load("""
+        import numpy as np
+
+
+        def f(p):
+            return max(p) + min(p) * 2 + sum(p) + np.sum(np.asarray(p) ** 2)
+
+
+        def g(p):
+            return np.sum(np.stack(p) ** 2) + np.sum(np.array(p) * 3) + np.sum(sum(p) ** 2)
+        """)
+    check_grad(m.f, [(0.5, 1.5, -0.25)])
+    check_grad(m.g, [[np.array([0.5, 1.0]), np.array([2.0, -1.0])]])
+
+
+def test_building_arrays_inside_loops_and_branches():
+    f = load("""
+        import numpy as np
+
+
+        def f(x, n):
+            s = 0.0
+            for i in range(n):
+                v = np.array([x[0] * i, x[1], 2.0])
+                s = s + np.sum(v ** 2) + max([x[0], x[1] * i]) + sum([s, x[1]])
+                if s > 3:
+                    s = s * np.float64(x[0])
+            return s
+        """, "f")
+    check_grad(f, [np.array([0.5, 1.3]), 3], wrt=(0,))
