@@ -120,6 +120,8 @@ class Expressions:
                 return self._constant(node)  # a mask: no gradient flows through it
             case ast.IfExp():
                 return self._ifexp(node)
+            case ast.List(elts=[]):  # (hs = []: a list the function builds, by append)
+                return self._empty_list(node)
             case ast.List() | ast.Tuple():
                 return self._sequence(node)
             case ast.Starred():
@@ -127,8 +129,6 @@ class Expressions:
                           "pass each argument by name or position")
             case ast.ListComp() | ast.SetComp() | ast.DictComp() | ast.GeneratorExp():
                 return self._comprehension(node)
-            case ast.List(elts=[]):
-                return self._empty_list(node)
             case ast.Yield() | ast.YieldFrom() | ast.Await():
                 self.fail(node, "generators and coroutines are not supported",
                           "a plain function that returns a scalar")

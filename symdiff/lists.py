@@ -108,6 +108,19 @@ class Lists:
         self.lists.add(val.code.id)
         return val
 
+    def _starts_a_list(self, name, value) -> bool:
+        """``hs = [h0]`` where the function appends to hs later: bound as ``[]`` with h0
+        appended, a list the function builds (any other list written out is read as an
+        array, as NumPy reads it). False where it is not so."""
+        if not (isinstance(value, ast.List) and value.elts and name in _grown(self.parsed.node)
+                and not any(isinstance(e, ast.Starred) for e in value.elts)):
+            return False
+        empty = ast.copy_location(ast.List([], ast.Load()), value)
+        self._bind(name, self._empty_list(empty), value)
+        self._bind_list(name, ast.copy_location(ast.Name(name, ast.Load()), value),
+                        value.elts, value)
+        return True
+
     def _appended(self, node, items: list, where):
         """``items`` (nodes) appended, one by one, to the list ``node`` names."""
         val = None
@@ -333,3 +346,17 @@ def _at(node, like):
         if not hasattr(n, "lineno") or getattr(n, "lineno", None) is None:
             ast.copy_location(n, like)
     return node
+
+
+def _grown(node) -> set[str]:
+    """The names a function appends to (``hs.append(h)``, ``hs.extend(...)``, ``hs +=
+    [h]``)."""
+    names = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                n.func.attr in ("append", "extend") and isinstance(n.func.value, ast.Name):
+            names.add(n.func.value.id)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and \
+                isinstance(n.target, ast.Name) and isinstance(n.value, ast.List):
+            names.add(n.target.id)
+    return names

@@ -463,8 +463,9 @@ class Operations:
         """The user's own call (or operator, or method), with its operands renamed."""
         if isinstance(node, ast.BinOp):
             return ast.BinOp(codes["a"], node.op, codes["b"])
-        if isinstance(node, (ast.List, ast.Tuple)):  # [a, b] read as an array: as written
-            return codes[row.entries]
+        if isinstance(node, (ast.List, ast.Tuple)):  # [a, b] read as an array, as NumPy reads it
+            # (an array, not a list, so that 2*v in a derivative doubles it, never repeats it)
+            return ast.Call(ast.Name("_as_read", ast.Load()), [codes[row.entries]], [])
         if isinstance(node, ast.Subscript) and row.sequence:  # np.r_[a, b]
             items = ast.Tuple(codes[row.sequence].elts, ast.Load())
             return ast.Subscript(self._constant_code(node.value), items, ast.Load())

@@ -2068,3 +2068,13 @@ def _append_part(g, arr, values, axis, which):
     n = np.shape(arr)[axis]
     index = np.arange(n, np.shape(g)[axis]) if which else np.arange(n)
     return np.reshape(np.take(g, index, axis=axis), np.shape(values if which else arr))
+
+
+def _as_read(items):
+    """A list or tuple of numbers and arrays written out where NumPy reads an array (``v =
+    [x[0], 2.0 * x[1]]``): the array NumPy reads it as, or the list itself where its items
+    have several shapes (which only indexing and loops can read)."""
+    try:
+        return np.asarray(items)
+    except ValueError:
+        return items

@@ -167,6 +167,8 @@ class Statements:
                           "output", "return one scalar (np.sum, np.mean reduce an array)")
             if target.id == RETURN and isinstance(value, ast.Constant) and value.value is None:
                 self.fail(value, "return without a value", "return the scalar to differentiate")
+            if self._starts_a_list(target.id, value):  # hs = [h0], then hs.append(h)
+                return
             self._bind(target.id, self._expr(value), value)
             containers.remember(self, target.id, value)
             ndim = self.ndims.get(self.env[target.id], 0)

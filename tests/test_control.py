@@ -3085,3 +3085,28 @@ def listcomp(a):
                                       ^
   supported instead: for i in range(n), for row in X, for x in xs"""
     np.testing.assert_allclose(grad(f)(np.array([0.5, 2.0])), [3.0, 3.0])
+
+
+def test_a_list_written_out_then_appended_to_is_built_by_its_appends():
+    """hs = [x] before a loop that appends: a list the function builds, as hs = [] is;
+    a list written out and never appended to is still read as an array."""
+    m = load("""
+        import numpy as np
+
+
+        def f(x, W):
+            hs = [x]
+            h = x
+            for t in range(3):
+                h = np.tanh(W @ h)
+                hs.append(h)
+            return np.sum(np.stack(hs) ** 2) + np.sum(hs[0] * hs[-1])
+
+
+        def g(x):
+            v = [x[0], 2.0 * x[1]]
+            return np.sum(x[:2] * v)
+        """)
+    rng = np.random.default_rng(3)
+    check_grad(m.f, [rng.standard_normal(3), rng.standard_normal((3, 3))], wrt=(0, 1))
+    check_grad(m.g, [rng.standard_normal(3)])
