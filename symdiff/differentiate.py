@@ -383,7 +383,7 @@ class _Differentiator(Control, Floats):
         for param, name, position in eqn.operands:
             if position is None:
                 fields[param] = name
-        if op.sequence:
+        if op.sequence and not any(p == op.sequence and i is None for p, _, i in eqn.operands):
             items = [n for p, n, i in eqn.operands if p == op.sequence]
             fields[op.sequence] = "[" + ", ".join(items) + "]"
         # Where the kinds say how many axes each operand has: one line of NumPy.

@@ -84,8 +84,9 @@ def export_module(module: Module, gradients: list[tuple[str, str, IR]], command:
         "",
         f"From {_docstring_text(module.path)} (sha256 {digest}...)" + (
             f" by:\n    {_docstring_text(command)}" if command else "."),
-        "Regenerate it rather than edit it. It needs only NumPy: the helpers the gradients",
-        "call are copied from symdiff/runtime.py.",
+        "Regenerate it rather than edit it. It needs only NumPy (and SciPy where a",
+        "gradient calls it): the helpers the gradients call are copied from",
+        "symdiff/runtime.py.",
         '"""',
     ])
     top = [head, writer.imports()] + (["\n".join(writer.data)] if writer.data else [])

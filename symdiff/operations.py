@@ -361,6 +361,12 @@ class Operations:
             if self._returns_several(a):  # np.concatenate(np.split(x, 3)): its parts
                 a = self._parts(a)
             a = containers.as_list(self, a)  # np.stack(ws): its items, [ws[0], ws[1]]
+            if not isinstance(a, (ast.List, ast.Tuple)) and row.vjp[p].startswith(_JOINS):
+                # np.vstack(A) of an array: the rows of A are the arrays joined
+                n = self._operand(self._expr(a), a)
+                operands.append((p, n, None))
+                codes[p] = ast.Name(n, ast.Load())
+                return
             if not isinstance(a, (ast.List, ast.Tuple)):
                 self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
             problems: list = []
@@ -441,8 +447,8 @@ class Operations:
 
     def _refuse_early(self, node, row, operands, statics):
         """What the backward sweep's rule would refuse when called, refused now, where it
-        is known already: a literal norm order, np.dot of a stack of known ndim. The rule
-        itself is asked (on small stand-in arrays), so that this follows what it supports."""
+        is known already: a literal assume_a of SciPy's solve and inv. The rule itself is
+        asked, so that this follows what it supports."""
         name = row.names[0]
         if name in ("scipy.linalg.solve", "scipy.linalg.inv") and "assume_a" in statics:
             structure = _literal(statics["assume_a"])
@@ -450,14 +456,6 @@ class Operations:
                 self.fail(node, f"{name} with assume_a={structure!r} is not supported",
                           f"{name} with assume_a None, 'gen', 'sym', 'pos', 'her', 'upper "
                           "triangular', 'lower triangular', 'diagonal' or 'tridiagonal'")
-        if name == "np.dot" and len(operands) == 2:
-            ndims = [self.ndims.get(n, 1) for _, n, _ in operands]  # unknown: try 1
-            if max(ndims) > 2:
-                a, b = (np.ones((2,) * d) for d in ndims)
-                g = np.ones(np.shape(np.dot(a, b)))
-                if _refuses(runtime._dot_grad, g, a, b, 0):
-                    self.fail(node, f"{name} of arrays of {max(ndims)} dimensions (stacks of "
-                              "matrices) is not supported", "np.matmul or np.einsum")
 
     def _forward_code(self, node, row, codes, receiver):
         """The user's own call (or operator, or method), with its operands renamed."""
@@ -616,6 +614,8 @@ class Operations:
 # Parameters without gradient whose value may be a mask of the inputs (np.where(x > 0, ...)):
 # piecewise constant, their derivative is 0 wherever it exists.
 _MASKS = ("index", "condition", "condlist")
+# Joins whose adjoint of one array also takes an array whose rows are the arrays joined.
+_JOINS = ("_part(", "_joined_part(")
 
 
 def _reference(node, namespace):

@@ -523,7 +523,8 @@ ARRAY_OPS: tuple[ArrayOp, ...] = (
       note="also the @ operator; 1-D, 2-D and batched", by_ndim=_MATMUL),
     A(("np.dot",), ("a", "b"), {"a": "_dot_grad({g}, {a}, {b}, 0)",
                                 "b": "_dot_grad({g}, {a}, {b}, 1)"}, method="dot",
-      note="scalars, 1-D and 2-D", by_ndim=_MATMUL),
+      note="scalars, 1-D, 2-D, and more axes as NumPy's (a's last with b's second-to-last)",
+      by_ndim=_MATMUL),
     # (np.inner sums over both last axes: a @ b where b is a vector, else a @ b.T)
     A(("np.inner",), ("a", "b"), {"a": "_inner_grad({g}, {a}, {b}, 0)",
                                   "b": "_inner_grad({g}, {a}, {b}, 1)"},

@@ -439,12 +439,14 @@ def _matmul_grad(g, a, b, which):
 
 
 def _dot_grad(g, a, b, which):
-    """The adjoint of operand ``which`` of ``np.dot(a, b)`` (scalars, 1-D and 2-D)."""
+    """The adjoint of operand ``which`` of ``np.dot(a, b)``: scalars, 1-D and 2-D as
+    matmul; of more axes, a tensordot of a's last axis with b's second-to-last (its only
+    one if b is 1-D), as NumPy defines np.dot."""
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return _unbroadcast(g * (b if which == 0 else a), a if which == 0 else b)
     if np.ndim(a) > 2 or np.ndim(b) > 2:
-        raise SymdiffError("symdiff differentiates np.dot of scalars, 1-D and 2-D arrays; "
-                         "use np.matmul or np.einsum for stacks of matrices")
+        axes = ([np.ndim(a) - 1], [max(np.ndim(b) - 2, 0)])
+        return _tensordot_grad(g, a, b, axes, which)
     return _matmul_grad(g, a, b, which)
 
 
@@ -711,7 +713,10 @@ def _integer_index(index):
 
 
 def _part(g, arrays, i, axis, how):
-    """The adjoint of ``arrays[i]`` in np.concatenate/stack/hstack/vstack(arrays)."""
+    """The adjoint of ``arrays[i]`` in np.concatenate/stack/hstack/vstack(arrays); ``i``
+    None: of ``arrays`` itself, an array whose rows are the arrays joined."""
+    if i is None:
+        return _rows_grad(arrays, lambda k, rows: _part(g, rows, k, axis, how))
     if how == "stack":
         return np.take(g, i, axis=axis)
     if how == "concatenate" and axis is None:  # np.concatenate(..., axis=None) flattens
@@ -1563,7 +1568,11 @@ def _average_grad(g, a, out, axis, weights, keepdims, which):
 
 def _joined_part(g, arrays, i, how):
     """The adjoint of ``arrays[i]`` in np.column_stack(arrays) (how 'column': 1-D items as
-    columns, joined on axis 1) or np.dstack(arrays) ('depth': at least 3-D, on axis 2)."""
+    columns, joined on axis 1) or np.dstack(arrays) ('depth': at least 3-D, on axis 2);
+    ``i`` None: of ``arrays`` itself, an array whose rows are the arrays joined."""
+    if i is None:
+        return _rows_grad(arrays, lambda k, rows: _joined_part(g, rows, k, how))
+
     def joined(v):
         if how == "column":
             return np.reshape(v, (-1, 1)) if np.ndim(v) < 2 else v
@@ -2078,3 +2087,12 @@ def _as_read(items):
         return np.asarray(items)
     except ValueError:
         return items
+
+
+def _rows_grad(a, part):
+    """The adjoint of an array ``a`` given whole where a join takes a list of arrays
+    (np.vstack(A)): each row's part (``part(k, rows)``), stacked back into a's shape."""
+    rows = list(a)
+    if not rows:
+        return np.zeros(np.shape(a))
+    return np.reshape(np.stack([part(k, rows) for k in range(len(rows))]), np.shape(a))

@@ -381,16 +381,15 @@ def test_warnings_warn_and_assert_run_in_the_forward_sweep():
         grad(f)(np.abs(x))  # no warning where the function gives none
 
 
-def test_np_dot_of_a_stack_of_known_dimensions_is_refused_when_building():
-    text = error_text("""
+def test_np_dot_of_arrays_of_more_axes_is_differentiated():
+    """np.dot of stacks: a's last axis with b's second-to-last (it was refused)."""
+    f = load("""
         import numpy as np
-        W = np.ones((2, 3, 3))
+        W = np.arange(18.0).reshape(2, 3, 3) / 10
         def f(x):
-            return np.sum(np.dot(W, x)) + np.sum(np.dot(x.reshape(2, 2, 2), x[:2]))
-        """)
-    assert [line for line in text.splitlines() if line.startswith("F:")] == [
-        "F:5:19: np.dot of arrays of 3 dimensions (stacks of matrices) is not supported",
-        "F:5:42: np.dot of arrays of 3 dimensions (stacks of matrices) is not supported"]
+            return np.sum(np.dot(W, x) ** 2) + np.sum(np.dot(x.reshape(1, 1, 3), x) ** 2)
+        """, "f")
+    check_grad(f, [np.array([0.5, -1.0, 2.0])])
 
 
 def test_writing_into_a_callers_array_is_refused_when_building():

@@ -3994,3 +3994,18 @@ def test_a_list_of_values_times_an_integer_in_a_derivative_is_doubled_not_repeat
     np.testing.assert_allclose(grad(m.f)(x), [2.0, 8.0, 0.0])
     check_grad(m.f, [x])
     check_grad(m.one, [x])
+
+
+@pytest.mark.parametrize("join", ["np.vstack(a)", "np.hstack(a)", "np.concatenate(a)",
+                                  "np.concatenate(a, axis=1)", "np.stack(a, axis=1)",
+                                  "np.column_stack(a)", "np.dstack(a)"])
+@pytest.mark.parametrize("shape", [(3,), (2, 3), (2, 3, 4)])
+def test_a_join_of_an_array_joins_its_rows(join, shape):
+    """np.vstack(A) of an array A reads A's rows as the arrays to join, as NumPy does."""
+    rows = len(shape) - 1  # (the number of axes of A's rows)
+    if rows < ("concatenate" in join or "axis=1" in join) + ("concatenate(a, axis=1)" in join):
+        pytest.skip("NumPy refuses it: A's rows have too few axes")
+    f = load(f"import numpy as np\n\n\ndef f(a, w):\n    return np.sum({join} * w)\n", "f")
+    a = np.random.default_rng(2).standard_normal(shape)
+    w = np.random.default_rng(3).standard_normal(np.shape(eval(join, {"np": np, "a": a})))  # noqa: S307
+    check_grad(f, [a, w])
