@@ -206,6 +206,8 @@ class Operations:
                       "symdiff does not follow (a subclass may override it)",
                       f"a module-level function taking {receiver.id}, def {meth}(obj, ...), "
                       f"called as {meth}({receiver.id}, ...): symdiff differentiates through it")
+        if meth == "get" and isinstance(containers.resolve(self, receiver), containers.Tree):
+            return self._dict_get(node, containers.resolve(self, receiver))
         if row is None and not hasattr(np.ndarray, meth):
             self.fail(node.func, f"{ast.unparse(node.func)}() is not supported: symdiff "
                       f"differentiates numbers and arrays, and .{meth}() is not a method of "
@@ -402,6 +404,21 @@ class Operations:
             text = ast.unparse(ast.Subscript(ast.Name("_", ast.Load()), code, ast.Load()))
             statics.append((p, text[2:-1] if p == "index" else ast.unparse(code)))
             codes[p] = code
+
+    def _dict_get(self, node, tree) -> Val:
+        """``d.get(key, default)`` of a dict being differentiated: its item where its keys
+        (known when building) hold the key, else the default (None if left out)."""
+        if tree.type is not dict or not 1 <= len(node.args) <= 2 or node.keywords:
+            self.fail(node, f"{ast.unparse(node.func)}(key, default) of a dict being "
+                      "differentiated is supported", "d.get(\"W\", 0.0), or d[\"W\"]")
+        key = containers.static(self, node.args[0])
+        if key in tree.keys:
+            item = ast.copy_location(ast.Subscript(node.func.value, node.args[0], ast.Load()),
+                                     node)
+            return self._expr(item)
+        default = node.args[1] if len(node.args) == 2 else ast.copy_location(
+            ast.Constant(None), node)
+        return self._expr(default)
 
     def _varies_smoothly(self, node) -> bool:
         """Whether the value of ``node`` may change smoothly with the differentiated inputs:

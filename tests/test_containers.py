@@ -633,3 +633,22 @@ def test_several_values_unpacked_into_too_many_names_or_used_whole_are_refused()
         "here as a whole, which symdiff does not differentiate")
     assert "supported instead: unpack them (a, b = ...), or read one by its index" in \
         str(e.value)
+
+
+def test_get_of_a_dict_being_differentiated():
+    """d.get(key, default): the item where the dict has the key (known when building),
+    else the default, differentiated as written."""
+    m = load("""
+        import numpy as np
+
+
+        def f(d, x):
+            return d.get("w", x) ** 2 + np.sum(d.get("b", np.zeros(2)) * x)
+        """)
+    for d, expected in [({"w": 3.0, "b": np.array([1.0, 2.0])},
+                         ({"w": 6.0, "b": np.array([2.0, 2.0])}, 3.0)),
+                        ({"v": 4.0}, ({"v": 0.0}, 4.0))]:
+        dd, dx = grad(m.f, wrt=(0, 1))(d, 2.0)
+        assert dx == expected[1]
+        for k in d:
+            np.testing.assert_allclose(dd[k], expected[0][k])

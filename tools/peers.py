@@ -504,8 +504,11 @@ def autograd_cases(tests_dir, module_name, workdir):
         except Exception:
             out = None
         plain = isinstance(fun_np, types.FunctionType) and owned(fun_np)
+        # (a tuple or list of arrays of one shape, as np.gradient returns: stacked first)
+        arrays = isinstance(out, (tuple, list)) and len(out) > 0 and all(
+            isinstance(o, np.ndarray) and o.shape == out[0].shape for o in out)
         needs_sum = isinstance(out, np.ndarray) and out.size != 1 or (
-            isinstance(out, np.ndarray) and out.ndim > 0)
+            isinstance(out, np.ndarray) and out.ndim > 0) or arrays
         if plain and not needs_sum:
             cases.append(Case("autograd", module_name, test, line, fun_np, args_np, kwargs, wrt,
                               fun_ag=fun))
@@ -519,7 +522,8 @@ def autograd_cases(tests_dir, module_name, workdir):
 
 def make_wrapper(maps, anp, fun, fun_np, args, kwargs, out, name, workdir, needs_sum):
     """A module-level function calling ``fun`` as the test did, summed against a random cotangent
-    when its output is an array (autograd's check_vjp takes the same inner product)."""
+    when its output is an array, or arrays of one shape stacked (autograd's check_vjp takes the
+    same inner product)."""
     params = [f"a{i}" for i in range(len(args))]
     extra, call_kw = {}, []
     for key, value in kwargs.items():
@@ -534,6 +538,8 @@ def make_wrapper(maps, anp, fun, fun_np, args, kwargs, out, name, workdir, needs
     infix = next((sign for op, sign in INFIX.items() if op is fun_np), None)
     if infix and len(params) == 2 and not call_kw:
         call = f"({params[0]} {infix} {params[1]})"  # operator.add(a, b) is what a + b means
+    if needs_sum and isinstance(out, (tuple, list)):
+        call = f"np.stack({call})"
     body = f"np.sum({call} * _w)" if needs_sum else call
     imports = ["import numpy as np"]
     if callee.startswith("scipy."):
