@@ -267,7 +267,8 @@ class Lists:
             if isinstance(n, (ast.SetComp, ast.DictComp)):
                 self._comprehension(n)  # (refused: said there, not at the call)
         if node.args and isinstance(node.args[0], ast.Call) and obj in _CALLED and \
-                not any(isinstance(a, ast.Starred) for a in node.args):
+                not any(isinstance(a, ast.Starred) for a in node.args) and \
+                not self._returns_several(node.args[0]):  # (np.split's parts: their own)
             return self._called(node)
         if not node.args or not self._is_list_node(node.args[0]):
             return None

@@ -298,6 +298,9 @@ def _safe(obj) -> bool:
 # (and math, which floats.on_floats calls for NumPy's functions on Python floats).
 _BUILTINS = {f.__name__: f for f in (range, len, int, float, bool, abs, min, max, round,
                                      enumerate, zip, next, iter, tuple, list)} | {"math": math}
+# A list of values written out (runtime._as_read gives the array NumPy reads it as) keeps
+# its kind here, so that arithmetic repeating or joining it is still seen as a list's.
+_BUILTINS["_as_read"] = lambda items: items
 
 
 class _LenientMath:
