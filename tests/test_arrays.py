@@ -735,9 +735,9 @@ def test_stacking_edge_cases(name, arg):
     agrees(getattr(LINALG, name), (arg,))
 
 
-def test_dot_of_3d_array_raises_symdiff_error():
-    with pytest.raises(SymdiffError):
-        grad(LINALG.dot_3d, wrt=(0, 1))(B234, RNG.standard_normal((4, 2)))
+def test_dot_of_3d_array_is_a_tensordot():
+    """np.dot of a stack: a's last axis with b's second-to-last, as NumPy defines it."""
+    check_grad(LINALG.dot_3d, [B234, RNG.standard_normal((4, 2))], wrt=(0, 1))
 
 
 # --- products of vectors and matrices of known ndim: one line of NumPy ---------------------
