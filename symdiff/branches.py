@@ -31,6 +31,7 @@ class Branches:
         return out, dict(self.env)
 
     def _if(self, stmt):
+        self._refuse_list_truth(stmt.test)
         cond = self._constant(stmt.test).code.id  # the branch taken, kept for the backward
         where, line = self.where, self.line
         before = dict(self.env)

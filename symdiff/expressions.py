@@ -117,6 +117,7 @@ class Expressions:
                 self.fail(node, "and/or of numbers returns one of them, which is not "
                           "supported", "and/or of comparisons, or np.where for a value")
             case ast.Compare() | ast.BoolOp() | ast.UnaryOp(op=ast.Not()):
+                self._refuse_list_truth(node)
                 return self._constant(node)  # a mask: no gradient flows through it
             case ast.IfExp():
                 return self._ifexp(node)
@@ -202,6 +203,7 @@ class Expressions:
     def _arithmetic(self, node, left: Val, right: Val) -> Val:
         """``left <op> right`` for the BinOp ``node`` whose operands they are."""
         self._refuse_list_operand(node)
+        self._refuse_written_list_arithmetic(node, left, right)
         self._need_number(left, node.left)
         self._need_number(right, node.right)
         left, right = self._shallow(left, node.left), self._shallow(right, node.right)
@@ -267,6 +269,9 @@ class Expressions:
         self.temps.add(out)
         self.eqns.append(Eqn(out, "const", code, self.line, names_in(code), False,
                              self.where))
+        viewed = _viewed(code, self.np_alias)
+        if viewed is not None and viewed in self.bound:  # (out[1:3] of a constant out)
+            self.alias[out] = self._root(viewed)
         return Val(symbol(out), ast.Name(out, ast.Load()))
 
     def _stop_gradient(self, node) -> Val:
@@ -347,3 +352,25 @@ def names_in(code) -> tuple[str, ...]:
 def describe(node) -> str:
     text = ast.unparse(node)
     return repr(text if len(text) < 40 else text[:37] + "...")
+
+
+# Methods and NumPy functions whose value may be a view of their first operand's array.
+_VIEWING = {"reshape", "ravel", "squeeze", "transpose", "swapaxes", "view", "asarray",
+            "asanyarray", "expand_dims", "moveaxis", "diagonal", "atleast_1d", "atleast_2d",
+            "atleast_3d", "broadcast_to", "flip", "flipud", "fliplr", "rot90", "real", "imag"}
+
+
+def _viewed(code, np_alias):
+    """The name whose array the value of ``code`` may be a view of (a basic index, .T, a
+    reshape...), or None where it certainly is a new value or a number."""
+    match code:
+        case ast.Subscript(value=ast.Name(id=name)):
+            return name
+        case ast.Attribute(value=ast.Name(id=name), attr="T" | "real" | "imag" | "flat"):
+            return name
+        case ast.Call(func=ast.Attribute(value=ast.Name(id=name), attr=attr),
+                      args=args) if attr in _VIEWING:
+            if name == np_alias:
+                return args[0].id if args and isinstance(args[0], ast.Name) else None
+            return name
+    return None

@@ -19,8 +19,10 @@ import copy
 
 import numpy as np
 
+from . import kinds as K
 from .errors import SymdiffError
-from .rules import ArrayOp
+from .ir import Eqn
+from .rules import SEQUENCE, ArrayOp
 
 # One value appended: the list's adjoint is the items' stacked, the last row the item's.
 APPEND = ArrayOp(("_appended",), ("items", "item"), {"items": "_list_rest({g})",
@@ -127,6 +129,7 @@ class Lists:
         for item in items:
             call = _at(ast.Call(ast.Name("_appended", ast.Load()), [node, item], []), where)
             val = self._array_op(call, APPEND, {"items": node, "item": item})
+            self._hold(val)
             self.lists.add(val.code.id)
             # The new list, under a name of the statement's own (the caller drops it).
             key = f"<appended{id(call)}>"
@@ -204,6 +207,66 @@ class Lists:
                           "joins it, which symdiff does not differentiate",
                           f"{ast.unparse(side)} + [v] or .append(v) to add an item; "
                           f"np.array({ast.unparse(side)}) for arithmetic on its items")
+
+    def _written_list(self, val) -> bool:
+        """Whether ``val`` is a list or tuple of values written out (``[x[0], 2.0 * x[1]]``,
+        or a name bound to one): an array in the generated code (runtime._as_read)."""
+        if val is None or not isinstance(val.code, ast.Name):
+            return False
+        return self._written_list_name(val.code.id)
+
+    def _written_list_name(self, name) -> bool:
+        for eqn in reversed(self.eqns):
+            if isinstance(eqn, Eqn) and eqn.out == name:
+                return eqn.op is SEQUENCE
+        return False
+
+    def _certainly_array(self, val) -> bool:
+        """Whether ``val`` is certainly an ndarray: an array's name, or arithmetic on one."""
+        names = [s.name for s in val.expr.free_symbols] if val.expr is not None else (
+            [val.code.id] if isinstance(val.code, ast.Name) else [])
+        return any(n in self.arrays or self.ndims.get(n) or (
+            isinstance(self.kinds.get(n), K.Array) and not self.kinds[n].scalar) for n in names)
+
+    def _items_partner(self, val) -> bool:
+        """Whether arithmetic of ``val`` with a list is NumPy's, on the list's items: val is
+        a differentiated value (a float or an array of them: a NumPy value, or a Python
+        float, with which Python refuses list arithmetic), an array, or a float. An int
+        (``2 * l``, ``l * n``) or another list would repeat or join it."""
+        if self._written_list(val):
+            return False
+        if val.expr is not None and any(s.name in self.active for s in val.expr.free_symbols):
+            return True
+        return isinstance(val.value, (float, np.ndarray, np.floating)) and not isinstance(
+            val.value, bool) or self._certainly_array(val)
+
+    def _refuse_written_list_arithmetic(self, node, left, right):
+        """``[a, b] + [c]``, ``2 * [a, b]``: Python joins or repeats the list, where
+        NumPy's reading of it (an array) would add or multiply its items; only arithmetic
+        with an array, which NumPy does on the items, is differentiated."""
+        for val, other in ((left, right), (right, left)):
+            if self._written_list(val) and not self._items_partner(other):
+                self.fail(node, "this repeats or joins a list that depends on the "
+                          "differentiated inputs (list arithmetic), which symdiff does not "
+                          "differentiate", "np.tile(l, n) to repeat it, np.concatenate([a, "
+                          "b]) to join them, np.array(l) for arithmetic on its items")
+
+    def _refuse_list_truth(self, node):
+        """``if v:``, ``v == w`` of a list of values written out: Python tests the list
+        (its length, its items in order), where the array NumPy reads would test each item."""
+        parts = [node]
+        if isinstance(node, ast.Compare):
+            parts = [node.left, *node.comparators]
+        elif isinstance(node, ast.BoolOp):
+            parts = node.values
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            parts = [node.operand]
+        for part in parts:
+            if isinstance(part, ast.Name) and part.id in self.env and \
+                    self._written_list_name(self.env[part.id]):
+                self.fail(part, f"{part.id} is a list of values read as an array: its truth "
+                          "value and comparisons are refused",
+                          f"len({part.id}), or a test of its items ({part.id}[0] > 0)")
 
     def _refuse_shared_list(self, stmt, name):
         """l.append(v) changes l in place: where another name holds the same list, it would

@@ -64,6 +64,7 @@ class Loops:
                 phis.append((phi, init))
                 self.env[name] = phi
             if isinstance(stmt, ast.While):
+                self._refuse_list_truth(stmt.test)
                 header = self._constant_code(stmt.test)
             if target is not None:
                 self.bound.add(target[1])
@@ -71,12 +72,14 @@ class Loops:
             saved, memo = self.eqns, dict(self.memo)
             self.eqns = []
             self.depth += 1
+            self.headers.append(header if isinstance(stmt, ast.For) else None)
             try:
                 for bound, value in prologue:
                     self._assign(bound, value)
                 self._statements(body)
             finally:
                 self.depth -= 1
+                self.headers.pop()
                 self.memo = memo
             eqns, self.eqns = self.eqns, saved
             nexts = [self.env.get(n, phi) for n, (phi, _) in zip(carried, phis, strict=True)]

@@ -99,6 +99,8 @@ class _Lowering(Writes, Statements, Branches, Inline, Expressions, Operations, R
         self.lists: set[str] = set()  # SSA names of lists the function built ([], append)
         self.owned: set[str] = set()  # SSA names of arrays made here by arithmetic (writes)
         self.stale: dict = {}  # SSA name -> why reading it is refused: a write changed it
+        self.holds: dict = {}  # a list's SSA name -> the arrays it holds (writes.py)
+        self.headers: list = []  # the headers of the for loops being lowered (writes.py)
         ids = _identifiers(self.node)
         self.locals = assigned(self.node.body)
         # NumPy is np in the generated code, unless the function uses np for something else.
@@ -254,6 +256,8 @@ class _Lowering(Writes, Statements, Branches, Inline, Expressions, Operations, R
                 self.ndims[ssa] = self.ndims[last.out]
             if last.out in self.lists:
                 self.lists.add(ssa)
+            if last.out in self.holds:
+                self.holds[ssa] = self.holds[last.out]
             self._forget(last.out)
         else:
             self._emit_elementwise(ssa, val)

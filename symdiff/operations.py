@@ -289,6 +289,9 @@ class Operations:
         self.temps.add(out)
         if row.names[0] in _VIEWS:  # x[1:], x.T, reshape: the same data under a new name
             self.alias[out] = self._root(operands[0][1])
+        elif row.names[0] == "np.array" and "copy" in args and operands and \
+                ast.unparse(args["copy"]) != "True":  # (copy=None or False: maybe the same)
+            self.alias[out] = self._root(operands[0][1])
         if row.names[0] in ("np.stack", "np.concatenate", "np.outer", "np.array",
                             "np.asarray", "np.copy"):
             self.arrays.add(out)
@@ -546,7 +549,15 @@ class Operations:
         run as written, as NumPy reads it; an array of its entries to the differentiator."""
         if not self._reads_active(node):
             return self._constant(node)
-        return self._array_op(node, rules.SEQUENCE, {"items": node})
+        val = self._array_op(node, rules.SEQUENCE, {"items": node})
+        self._hold(val)
+        return val
+
+    def _hold(self, val):
+        """A list's value holds its items' arrays (a write into one changes what it holds)."""
+        last = self.eqns[-1] if self.eqns else None
+        if isinstance(val.code, ast.Name) and isinstance(last, Eqn) and last.out == val.code.id:
+            self.holds[last.out] = set(last.inputs)
 
     def _builtin_reduction(self, node, fn) -> Val:
         """The builtins sum(iterable, start), min(iterable) and max(iterable). A sum of the

@@ -113,6 +113,12 @@ class References:
                     # the gradient runs, by the derivatives too (as self.k is).
                     return Val(symbol(ast.unparse(node)), copy.copy(node), value=obj)
                 return self._global(obj, copy.copy(node))
+        if isinstance(containers.resolve(self, node.value), containers.Tree):
+            # (r.logabsdet of r = np.linalg.slogdet(A): read as a constant, its gradient
+            # would be lost)
+            self.fail(node, f"{ast.unparse(node)}: attributes of values being differentiated "
+                      "in a tuple, list or dict are not supported",
+                      f"unpack them (a, b = ...) or index them ({ast.unparse(node.value)}[1])")
         if node.attr in rules.NO_GRADIENT_ATTRIBUTES:
             return self._constant(node)
         if node.attr != "T" and self._inactive(node.value):

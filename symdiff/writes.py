@@ -40,7 +40,10 @@ class Writes:
 
     def _array_op(self, node, row, args, receiver=None):
         val = super()._array_op(node, row, args, receiver)
-        if row.names[0] in _NEW and isinstance(val.code, ast.Name):
+        # (np.array(x, copy=False or None) may be x itself: not an array of its own)
+        copies = row.names[0] != "np.array" or "copy" not in args or \
+            ast.unparse(args["copy"]) == "True"
+        if row.names[0] in _NEW and copies and isinstance(val.code, ast.Name):
             self.arrays.add(val.code.id)  # (renamed with its equation: lower._define)
         return val
 
@@ -115,6 +118,8 @@ class Writes:
         self.arrays.add(new)
         if old in self.ndims:
             self.ndims[new] = self.ndims[old]
+        if active:
+            self._refuse_constant_reads(target, name, old, old not in self.active)
         self._mark_stale(stmt, name, old, text, index)
         self.eqns.append(Eqn(new, "array", code, self.line, inputs, active, self.where,
                              op=rules.WRITE, operands=tuple(operands), statics=tuple(statics)))
@@ -141,6 +146,7 @@ class Writes:
             if n in seen:
                 continue
             seen.add(n)
+            todo.extend(self.holds.get(n, ()))  # (a list holding arrays: those arrays too)
             more = [*self.maybe.get(n, ()), *([self.alias[n]] if self.alias.get(n, n) != n
                                               else [])]
             if more:
@@ -172,6 +178,30 @@ class Writes:
                           f"make it with np.zeros, np.ones, np.empty, np.full or a copy "
                           f"({name} = np.copy(...)) before writing into it")
 
+    def _refuse_constant_reads(self, target, name, old, constant):
+        """A write that gives a gradient to an array that had none (np.zeros(n)): a value
+        read from it before, without gradient (a row, a view, a tuple or list holding it),
+        may share its memory, and NumPy's write changes it too, which the version here
+        does not. Refused (said at the end: a loop that finds the array differentiated
+        lowers its body again, reading it with gradient)."""
+        origins = self._origins(old)
+        # (a loop over the array, this one or one before: its items are views of it)
+        loops = [h for h in self.headers if h is not None] + [
+            e.header for e in _flat(self.eqns, loops=True) if not isinstance(e, Eqn)
+            and e.kind == "for"]
+        read = [(e.line, e.code) for e in _flat(self.eqns) if constant and (
+            e.kind in ("const", "stop_gradient") or e.op is not None and e.op.names[0] in (
+                "[...]", "_appended")) and e.out and not _new_value(e.code)
+            and not origins.isdisjoint(e.inputs)]
+        read += [(self.line, h) for h in loops if not origins.isdisjoint(names_in(h))]
+        if read:
+            line, code = read[0]
+            self.problems.append(self.src.problem(
+                target, f"{name} was read on line {line} while it held no gradient, and this "
+                "write gives it one: what was read may share its memory, which symdiff does "
+                f"not follow", f"copy what you read ({ast.unparse(code)} -> np.copy(...)), "
+                "or write into a copy"))
+
     def _mark_stale(self, stmt, name, old, text, index):
         """Every other name that may share the written array: NumPy changes it too, which
         the versions here do not; a read of one of them later is refused (``_local``)."""
@@ -183,7 +213,8 @@ class Writes:
             if not written.isdisjoint(self._origins(ssa)):
                 # Read by index in this block (so again in each iteration, before the
                 # write): maybe a number or a copy, which a check tells where it is read.
-                read = any(isinstance(e, Eqn) and e.out == ssa and e.op is rules.INDEX
+                read = any(isinstance(e, Eqn) and e.out == ssa and (
+                    e.op is rules.INDEX or e.kind == "const" and isinstance(e.code, ast.Subscript))
                            for e in self.eqns)
                 self.stale[ssa] = (
                     f"shares its array with {name}, which line {stmt.lineno} changed in place "
@@ -221,3 +252,28 @@ def _makes_new(code, np_alias) -> bool:
         return isinstance(getattr(np, code.func.attr, None), np.ufunc)
     return False
 
+
+def _flat(eqns, loops=False):
+    """The equations of a block, with those of the branches and loops inside it (and, with
+    ``loops``, the loops themselves)."""
+    for e in eqns:
+        if isinstance(e, Eqn):
+            yield e
+        else:
+            if loops and hasattr(e, "header"):
+                yield e
+            for part in ("then", "orelse", "body"):
+                yield from _flat(getattr(e, part, ()), loops)
+
+
+def _new_value(code) -> bool:
+    """Whether ``code`` certainly gives a number, a mask or an array of its own, never a
+    view of an array (arithmetic, a comparison, a shape, len)."""
+    match code:
+        case ast.BinOp() | ast.Compare() | ast.BoolOp() | ast.UnaryOp() | ast.Constant():
+            return True
+        case ast.Attribute(attr="shape" | "ndim" | "size" | "dtype"):
+            return True
+        case ast.Call(func=ast.Name(id="len" | "int" | "float" | "bool" | "range")):
+            return True
+    return False

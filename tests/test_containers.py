@@ -652,3 +652,19 @@ def test_get_of_a_dict_being_differentiated():
         assert dx == expected[1]
         for k in d:
             np.testing.assert_allclose(dd[k], expected[0][k])
+
+
+def test_named_attributes_of_several_values_are_refused_not_zero():
+    """r = np.linalg.slogdet(A); r.logabsdet read the attribute as a constant: zero
+    gradient (review finding). Refused: unpack or index instead."""
+    f = load("""
+        import numpy as np
+
+
+        def f(A):
+            r = np.linalg.slogdet(A)
+            return r.logabsdet
+        """, "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.eye(3) * 2.0)
+    assert "r.logabsdet: attributes of values being differentiated" in str(e.value)

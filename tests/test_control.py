@@ -3110,3 +3110,28 @@ def test_a_list_written_out_then_appended_to_is_built_by_its_appends():
     rng = np.random.default_rng(3)
     check_grad(m.f, [rng.standard_normal(3), rng.standard_normal((3, 3))], wrt=(0, 1))
     check_grad(m.g, [rng.standard_normal(3)])
+
+
+@pytest.mark.parametrize("body", [
+    "v = [x[0], x[1]] + [x[2], x[3]]\n    return sum(v) / len(v)",
+    "return np.mean(np.array([x[0], x[1]] * 2))",
+    "v = [x[0], x[1]]\n    return np.sum(v + v)",
+    "return np.sum([x[0], x[1]] * np.int64(2))",
+    "s = 0.0\n    for v in [x[0], x[1]] * 2:\n        s = s + v\n    return s",
+    "v = [x[0] * 0.0]\n    if v:\n        return x[0] * 5.0\n    return x[1] * 2.0",
+    "v = [x[0], x[1]]\n    if v == [x[0], x[2]]:\n        return x[0]\n    return x[1]",
+])
+def test_a_list_of_values_joined_repeated_or_tested_is_refused(body):
+    """Python joins, repeats and tests a list ([a] + [b], 2 * l, if l:) where the array
+    NumPy reads it as would add, multiply and test its items: refused, never a gradient of
+    the other reading (review findings: each was a silent wrong answer)."""
+    f = load(f"import numpy as np\n\n\ndef f(x):\n    {body}\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.array([0.7, -1.3, 0.4, 1.1]))
+    assert "list" in str(e.value).splitlines()[0]
+
+
+def test_a_list_of_values_with_an_array_is_arithmetic_on_its_items():
+    f = load("import numpy as np\n\n\ndef f(x):\n    v = [x[0], 2.0 * x[1]]\n"
+             "    return np.sum(2 * x[:2] * v) + np.sum(x[:2] * [1.0, x[3]])\n", "f")
+    check_grad(f, [np.array([0.7, -1.3, 0.4, 1.1])])

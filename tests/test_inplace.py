@@ -4,6 +4,7 @@ sweep's own in-place lines (_add_to, _times, _scatter_add, an adjoint handed on 
 which must never mutate what something else still reads."""
 
 import re
+import textwrap
 import warnings
 
 import numpy as np
@@ -1673,3 +1674,56 @@ def test_a_view_read_before_a_write_that_reaches_it_is_refused_when_it_runs():
         "(a[t - 1] = ...), so it changed too, which symdiff does not follow\n"
         "            s = s + np.sum(prev ** 2)\n")
     np.testing.assert_array_equal(X, X34)
+
+
+# --- values that may share a written array: views and holders of a constant array ------
+# (found by review: each gave a silent wrong gradient, the stale copy read after the write)
+
+SHARED_BEFORE_A_WRITE = {
+    "view of zeros": """
+        out = np.zeros(4)
+        b = out[1:3]
+        out[1] = x[0] * 3.0
+        return np.sum(b * x[:2])""",
+    "list holding the array": """
+        out = x * 1.0
+        hs = [out]
+        out[0] = 5.0
+        return np.sum(hs[0] * x)""",
+    "tuple holding zeros": """
+        out = np.zeros(3)
+        t = out, 1.0
+        a, b = t
+        out[0] = x[0] ** 2
+        return np.sum(a * x[:3]) * b""",
+    "rows of zeros in a comprehension": """
+        M = np.zeros((2, 2))
+        rows = [r for r in M]
+        M[0, 0] = x[0] ** 2
+        return np.sum(rows[0] * x[:2])""",
+    "loop over the rows being written": """
+        M = np.zeros((2, 2))
+        t = 0.0
+        for i, r in enumerate(M):
+            M[1, 0] = x[0] ** 2 * (i + 1)
+            t = t + np.sum(r * x[:2])
+        return t""",
+    "comprehension capturing the array": """
+        out = np.zeros(2)
+        fs = [out for _ in range(2)]
+        out[0] = x[0] ** 2
+        return np.sum(fs[1] * x[:2])""",
+    "np.array without a copy": """
+        y = np.array(x, copy=None)
+        y[0] = 5.0
+        return np.sum(y * x)""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_BEFORE_A_WRITE))
+def test_a_value_sharing_a_written_array_is_refused(name):
+    body = textwrap.indent(textwrap.dedent(SHARED_BEFORE_A_WRITE[name]).strip("\n"), "    ")
+    f = load(f"import numpy as np\n\n\ndef f(x):\n{body}\n", "f")
+    with pytest.raises(SymdiffError) as e:
+        grad(f)(np.array([0.7, -1.3, 0.4, 1.1]))
+    assert any(s in str(e.value) for s in ("share", "shares", "writes into"))
