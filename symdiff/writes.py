@@ -193,7 +193,7 @@ class Writes:
             e.kind in ("const", "stop_gradient") or e.op is not None and e.op.names[0] in (
                 "[...]", "_appended")) and e.out and not _new_value(e.code)
             and not origins.isdisjoint(e.inputs)]
-        read += [(self.line, h) for h in loops if not origins.isdisjoint(names_in(h))]
+        read += [(self.line, h) for h in loops if not origins.isdisjoint(_iterated(h))]
         if read:
             line, code = read[0]
             self.problems.append(self.src.problem(
@@ -277,3 +277,16 @@ def _new_value(code) -> bool:
         case ast.Call(func=ast.Name(id="len" | "int" | "float" | "bool" | "range")):
             return True
     return False
+
+
+def _iterated(header) -> set[str]:
+    """The names whose items a for loop's header runs over (``for r in M``, ``enumerate(M)``):
+    not those it reads only for a count (``range(len(h))``, ``h.shape[0]``)."""
+    if isinstance(header, ast.Call) and isinstance(header.func, ast.Name) and \
+            header.func.id in ("range", "len", "_range_len"):
+        return set()
+    if isinstance(header, ast.Attribute) and header.attr in ("shape", "size", "ndim"):
+        return set()
+    if isinstance(header, ast.Name):
+        return {header.id}
+    return set().union(*(_iterated(c) for c in ast.iter_child_nodes(header)))

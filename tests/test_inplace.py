@@ -1727,3 +1727,11 @@ def test_a_value_sharing_a_written_array_is_refused(name):
     with pytest.raises(SymdiffError) as e:
         grad(f)(np.array([0.7, -1.3, 0.4, 1.1]))
     assert any(s in str(e.value) for s in ("share", "shares", "writes into"))
+
+
+def test_a_loop_counting_the_rows_it_writes_is_not_a_loop_over_them():
+    """for t in range(len(h)): h[t] = x[t] reads h for a count only (Tangent's
+    init_array_grad_maybe_active): differentiated, not refused."""
+    f = load("import numpy as np\n\n\ndef f(x):\n    h = np.zeros((len(x), 3))\n"
+             "    for t in range(len(h)):\n        h[t] = x[t]\n    return np.sum(h ** 2)\n", "f")
+    check_grad(f, [np.array([0.7, -1.3, 0.4])])
