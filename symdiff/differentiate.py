@@ -25,7 +25,6 @@ import ast
 import dataclasses
 import re
 
-import numpy as np
 import sympy as sp
 
 from . import kinds as K
@@ -33,7 +32,7 @@ from .algebra import SumDown, Times, by_value, cse, decimals, in_place, reuse_va
 from .control import Control, _mark_active, _reaching, _Scope
 from .errors import SymdiffError
 from .floats import Floats, _float_dtype
-from .ir import IR, Eqn, If, Names, symbol
+from .ir import IR, Eqn, If, Names, makes_new, symbol
 from .owned import add_in_place, sole
 from .program import Line, Program, _flat, _fold_settles, _rename
 from .prune import _uses
@@ -421,7 +420,7 @@ def _spendable(ir: IR) -> set[str]:
     if ir.aux:
         return set()
     top = [e for e in ir.eqns if isinstance(e, Eqn)]
-    made = {e.out for e in top if e.kind == "elementwise" and _makes_new(e.code, ir.np_alias)}
+    made = {e.out for e in top if e.kind == "elementwise" and makes_new(e.code, ir.np_alias)}
     for e in top:
         if not (e.kind == "elementwise" and not e.expr.is_Atom or
                 e.kind == "array" and e.op.names[0] in _NEW_ARRAYS):
@@ -430,19 +429,6 @@ def _spendable(ir: IR) -> set[str]:
         if not isinstance(item, Eqn):
             made -= _names(item)
     return made - {ir.result}
-
-
-def _makes_new(code, np_alias) -> bool:
-    """Whether ``code`` certainly evaluates to a new array (or a number), never an alias
-    of one of its operands (as ``x if c else y`` or ``np.asarray(x)`` may)."""
-    if isinstance(code, ast.BinOp):
-        return True
-    if isinstance(code, ast.UnaryOp):
-        return isinstance(code.op, ast.USub)
-    if isinstance(code, ast.Call) and isinstance(code.func, ast.Attribute) and \
-            isinstance(code.func.value, ast.Name) and code.func.value.id == np_alias:
-        return isinstance(getattr(np, code.func.attr, None), np.ufunc)
-    return False
 
 
 def _names(item) -> set[str]:

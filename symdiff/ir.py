@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+import numpy as np
 import sympy as sp
 
 from . import rules
@@ -157,3 +158,15 @@ def symbol(name: str) -> sp.Symbol:
     return sp.Symbol(name, real=True)
 
 
+def makes_new(code, np_alias) -> bool:
+    """Whether ``code`` certainly evaluates to a new array (or a number), never an alias
+    of one of its operands (as ``x if c else y`` or ``np.asarray(x)`` may): arithmetic,
+    a negation, a NumPy ufunc."""
+    if isinstance(code, ast.BinOp):
+        return True
+    if isinstance(code, ast.UnaryOp):
+        return isinstance(code.op, ast.USub)
+    if isinstance(code, ast.Call) and isinstance(code.func, ast.Attribute) and \
+            isinstance(code.func.value, ast.Name) and code.func.value.id == np_alias:
+        return isinstance(getattr(np, code.func.attr, None), np.ufunc)
+    return False

@@ -18,11 +18,9 @@ from __future__ import annotations
 import ast
 import copy
 
-import numpy as np
-
 from . import containers, rules
 from .expressions import OPS, names_in
-from .ir import Eqn
+from .ir import Eqn, makes_new
 from .parse import scoped_walk
 
 
@@ -35,7 +33,7 @@ class Writes:
 
     def _emit_elementwise(self, out, val):
         super()._emit_elementwise(out, val)
-        if _makes_new(val.code, self.np_alias):
+        if makes_new(val.code, self.np_alias):
             self.owned.add(out)
 
     def _array_op(self, node, row, args, receiver=None):
@@ -239,18 +237,6 @@ class Writes:
 # Array operations whose value is a new ndarray of its own (never a view of an operand).
 _NEW = {"np.copy", "np.array", "np.full", "np.full_like", "np.stack", "np.concatenate", "np.outer",
         "np.hstack", "np.vstack", "np.tile", "np.where"}
-
-
-def _makes_new(code, np_alias) -> bool:
-    """Whether ``code`` certainly makes a new array (or a number): arithmetic, a ufunc."""
-    if isinstance(code, ast.BinOp):
-        return True
-    if isinstance(code, ast.UnaryOp):
-        return isinstance(code.op, ast.USub)
-    if isinstance(code, ast.Call) and isinstance(code.func, ast.Attribute) and \
-            isinstance(code.func.value, ast.Name) and code.func.value.id == np_alias:
-        return isinstance(getattr(np, code.func.attr, None), np.ufunc)
-    return False
 
 
 def _flat(eqns, loops=False):
