@@ -130,6 +130,21 @@ class Step(_NumpyFunction):
         return sp.S.Zero
 
 
+class Heaviside(_NumpyFunction):
+    """np.heaviside(x, h0): 0 below zero, h0 at zero, 1 above; flat in x, and in h0 1
+    where x is 0 (the value there), else 0, as JAX's."""
+
+    nargs = 2
+
+    def numpy(self):
+        return call("np.heaviside")(*self.args)
+
+    def fdiff(self, argindex=1):
+        if argindex == 1:
+            return sp.S.Zero
+        return where(is_zero(self.args[0]), sp.Float(1.0), sp.Float(0.0))
+
+
 class NanStep(_NumpyFunction):
     """The share of the first operand of fmax(a, b): 1 if b is NaN, 0 if a is, else a step."""
 
@@ -447,6 +462,8 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     E(("np.fmod",), ("x", "y"), lambda x, y: x - y * Trunc(x / y), (0.2, 2.0),
       note="d/dy = -trunc(x/y)"),
     E(("np.sinc",), ("x",), Sinc, note="normalised, sin(pi x)/(pi x); slope 0 at 0"),
+    E(("np.heaviside",), ("x", "h0"), Heaviside,
+      note="flat in x; in h0, 1 where x is 0 (as JAX's)"),
     E(("np.real", "np.conj", "np.conjugate"), ("x",), lambda x: x,
       note="of real values: identity"),
     E(("math.erf",), ("x",), sp.erf),

@@ -4009,3 +4009,19 @@ def test_a_join_of_an_array_joins_its_rows(join, shape):
     a = np.random.default_rng(2).standard_normal(shape)
     w = np.random.default_rng(3).standard_normal(np.shape(eval(join, {"np": np, "a": a})))  # noqa: S307
     check_grad(f, [a, w])
+
+
+def test_heaviside_is_flat_in_x_and_its_value_at_zero_is_h0():
+    """np.heaviside(x, h0): gradient 0 in x; in h0, 1 exactly where x is 0 (as JAX's)."""
+    f = load("import numpy as np\n\n\ndef f(x, h):\n"
+             "    return np.sum(np.heaviside(x, h) * x ** 2 + np.heaviside(x, h))\n", "f")
+    dx, dh = grad(f, wrt=(0, 1))(np.array([-1.0, 0.0, 2.0]), 0.5)
+    np.testing.assert_array_equal(dx, [-2.0 * 0.0, 0.0, 4.0])
+    assert dh == 1.0
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    expected = jax.grad(lambda x, h: jnp.sum(jnp.heaviside(x, h) * x ** 2 + jnp.heaviside(x, h)),
+                        argnums=(0, 1))(jnp.array([-1.0, 0.0, 2.0]), 0.5)
+    np.testing.assert_allclose(dx, expected[0])
+    np.testing.assert_allclose(dh, expected[1])
