@@ -695,283 +695,6 @@ ARRAY_OPS += (
       note="upper by default, as SciPy's; " + _ONE_TRIANGLE),
 )
 
-# --- scipy.stats: norm, t, gamma, beta, chi2 (elementwise); poisson, multivariate_normal,
-# dirichlet (array operations). Each density's image is its formula in the standardised
-# variable z = (x - loc) / scale, so SymPy differentiates it in x, loc, scale and the shapes;
-# the forward code calls SciPy as the user wrote it. The special functions the images need
-# print as helpers of runtime's, which import SciPy when first called.
-
-
-class _SciPyHelper(_NumpyFunction):
-    """A function of SciPy's, printed as the runtime helper ``helper`` (which calls it)."""
-
-    nargs = 0  # (each subclass says how many it takes)
-    helper = ""
-
-    def numpy(self):
-        return call(self.helper)(*self.args)
-
-
-class StatsTrigamma(_SciPyHelper):
-    """polygamma(1, x)."""
-
-    nargs = 1
-    helper = "_stats_trigamma"
-
-
-class StatsDigamma(_SciPyHelper):
-    """psi(x), the derivative of gammaln."""
-
-    nargs = 1
-    helper = "_stats_digamma"
-
-    def fdiff(self, argindex=1):
-        return StatsTrigamma(self.args[0])
-
-
-class StatsGammaln(_SciPyHelper):
-    """log(abs(gamma(x)))."""
-
-    nargs = 1
-    helper = "_stats_gammaln"
-
-    def fdiff(self, argindex=1):
-        return StatsDigamma(self.args[0])
-
-
-class StatsNormHazard(_SciPyHelper):
-    """pdf(z) / cdf(z) of the standard normal, computed without 0/0 far in the lower tail."""
-
-    nargs = 1
-    helper = "_stats_norm_hazard"
-
-    def fdiff(self, argindex=1):
-        return -self * (self.args[0] + self)
-
-
-class StatsNdtr(_SciPyHelper):
-    """The standard normal cdf."""
-
-    nargs = 1
-    helper = "_stats_ndtr"
-
-    def fdiff(self, argindex=1):
-        return sp.exp(-self.args[0] ** 2 / 2) / sp.sqrt(2 * sp.pi)
-
-
-class StatsLogNdtr(_SciPyHelper):
-    """log of the standard normal cdf; its slope is the hazard, finite at z = -40."""
-
-    nargs = 1
-    helper = "_stats_log_ndtr"
-
-    def fdiff(self, argindex=1):
-        return StatsNormHazard(self.args[0])
-
-
-def _t_logpdf(df, z):
-    return (StatsGammaln((df + 1) / 2) - StatsGammaln(df / 2) - sp.log(df * sp.pi) / 2
-            - (df + 1) / 2 * sp.log(1 + z**2 / df))
-
-
-def _gamma_logpdf(a, z):
-    return StatsXlogy(a - 1, z) - z - StatsGammaln(a)
-
-
-def _beta_logpdf(a, b, z):
-    return (StatsXlogy(a - 1, z) + StatsXlogy(b - 1, 1 - z) - StatsGammaln(a)
-            - StatsGammaln(b) + StatsGammaln(a + b))
-
-
-def _within(z, lower, upper, closed=False):
-    """``lower < z < upper`` as a tree (``<=`` if ``closed``; an infinite bound is left out)."""
-    above, below = (sp.GreaterThan, sp.LessThan) if closed else \
-        (sp.StrictGreaterThan, sp.StrictLessThan)
-    conditions = [above(z, lower, evaluate=False)]
-    if upper != sp.oo:
-        conditions.append(below(z, upper, evaluate=False))
-    return conditions[0] if len(conditions) == 1 else sp.And(*conditions, evaluate=False)
-
-
-class StatsInside(_NumpyFunction):
-    """``value`` where ``lower < z < upper``, half of it at a bound (where central
-    differences see the mean of the slopes on each side), else 0: a density outside its
-    support (z itself has derivative 0 here: the jump at a bound is not differentiated)."""
-
-    nargs = 4
-
-    def numpy(self):
-        z, lower, upper, value = self.args
-        return where(_within(z, lower, upper), value, where(
-            _within(z, lower, upper, closed=True), sp.Float(0.5) * value, sp.Float(0.0)))
-
-    def fdiff(self, argindex=1):
-        if argindex != 4:
-            return sp.S.Zero
-        z, lower, upper, _ = self.args
-        return StatsInside(z, lower, upper, sp.Float(1.0))
-
-
-class StatsSafe(_NumpyFunction):
-    """z inside [lower, upper], else a point inside: the density's formula is read there
-    (and multiplied by 0), so that no NaN of a log outside the support reaches the
-    gradient."""
-
-    nargs = 3
-
-    def numpy(self):
-        z, lower, upper = self.args
-        inner = (lower + upper) / 2 if upper != sp.oo else lower + 1
-        return where(_within(z, lower, upper, closed=True), z, sp.Float(inner))
-
-    def fdiff(self, argindex=1):
-        z, lower, upper = self.args
-        return StatsInside(z, lower, upper, sp.Float(1.0)) if argindex == 1 else sp.S.Zero
-
-
-class StatsXlogy(_SciPyHelper):
-    """a * log(z), 0 where a is 0 (also at z = 0: the density at a bound)."""
-
-    nargs = 2
-    helper = "_stats_xlogy"
-
-    def fdiff(self, argindex=1):
-        a, z = self.args
-        return sp.log(z) if argindex == 1 else a / z
-
-
-def _support(logpdf, lower, upper):
-    """The density exp(logpdf(..., z)): 0 outside (lower, upper), with no NaN there."""
-    def pdf(*args):
-        *shape, z = args
-        return StatsInside(z, lower, upper, sp.exp(logpdf(*shape, StatsSafe(z, lower, upper))))
-    return pdf
-
-
-def _cdf_class(name, helper, logpdf, support, log=False, upper=False):
-    """A standardised cdf (the survival function if ``upper``; or its log) of shape
-    parameters and z, printed as ``helper``: its slope in z is the density (over the cdf,
-    for the log; negated for the upper tail); in a shape, no closed form (refused where the
-    call is read, see Elementwise.refused)."""
-
-    def fdiff(self, argindex=1):
-        *shape, z = self.args
-        if argindex != len(self.args):
-            raise SymdiffError(f"{name} has no closed-form derivative in its shape parameters")
-        lower, top = support
-        if support == (-sp.oo, sp.oo):  # (Student's t: everywhere)
-            density = logpdf(*shape, z)
-            slope = sp.exp(density - self) if log else sp.exp(density)
-        else:
-            density = logpdf(*shape, StatsSafe(z, lower, top))
-            slope = StatsInside(z, lower, top,
-                                sp.exp(density - self) if log else sp.exp(density))
-        return -slope if upper else slope
-
-    return type(name, (_SciPyHelper,), {
-        "__doc__": f"{helper[7:]} of (shapes..., z), by SciPy.", "nargs": len(
-            logpdf.__code__.co_varnames[:logpdf.__code__.co_argcount]),
-        "helper": helper, "fdiff": fdiff})
-
-
-StatsStdtr = _cdf_class("StatsStdtr", "_stats_stdtr", _t_logpdf, (-sp.oo, sp.oo))
-StatsLogStdtr = _cdf_class("StatsLogStdtr", "_stats_log_stdtr", _t_logpdf, (-sp.oo, sp.oo),
-                           True)
-StatsGammainc = _cdf_class("StatsGammainc", "_stats_gammainc", _gamma_logpdf, (0, sp.oo))
-StatsLogGammainc = _cdf_class("StatsLogGammainc", "_stats_log_gammainc", _gamma_logpdf,
-                              (0, sp.oo), True)
-StatsGammaincc = _cdf_class("StatsGammaincc", "_stats_gammaincc", _gamma_logpdf, (0, sp.oo),
-                            upper=True)
-StatsLogGammaincc = _cdf_class("StatsLogGammaincc", "_stats_log_gammaincc", _gamma_logpdf,
-                               (0, sp.oo), True, True)
-StatsBetainc = _cdf_class("StatsBetainc", "_stats_betainc", _beta_logpdf, (0, 1))
-StatsLogBetainc = _cdf_class("StatsLogBetainc", "_stats_log_betainc", _beta_logpdf, (0, 1),
-                             True)
-
-
-def _density_rows(dist, shapes, std, domain, refused=()):
-    """The rows of scipy.stats.<dist>'s logpdf, pdf, cdf, logcdf, sf, logsf: ``std`` maps
-    each method to its image in (shapes..., z); the image in x adds loc and scale."""
-    params = ("x", *shapes, "loc", "scale")
-
-    def image(method):
-        def at(*args, **named):
-            values = {**dict(zip(params, args, strict=False)), **named}
-            scale = values.get("scale", sp.S.One)
-            z = (values["x"] - values.get("loc", sp.S.Zero)) / scale
-            value = std[method](*(values[p] for p in shapes), z)
-            return value - sp.log(scale) if method == "logpdf" else \
-                value / scale if method == "pdf" else value
-        return at
-
-    def tail(method):  # (a cdf or survival function, refused in the shapes)
-        return "cdf" in method or "sf" in method
-
-    return tuple(
-        E((f"scipy.stats.{dist}.{method}",), params, image(method), domain, optional=2,
-          note=f"in x, {', '.join(shapes) + ', ' if shapes else ''}loc and scale" +
-          (f"; in {' and '.join(refused)} refused (no closed form)"
-           if refused and tail(method) else ""),
-          refused=refused if tail(method) else ())
-        for method in std)
-
-
-ELEMENTWISE += _density_rows("norm", (), {
-    "logpdf": lambda z: -z**2 / 2 - sp.log(2 * sp.pi) / 2,
-    "pdf": lambda z: sp.exp(-z**2 / 2) / sp.sqrt(2 * sp.pi),
-    "cdf": StatsNdtr, "logcdf": StatsLogNdtr,
-    "sf": lambda z: StatsNdtr(-z), "logsf": lambda z: StatsLogNdtr(-z)}, (-2.0, 2.0))
-ELEMENTWISE += _density_rows("t", ("df",), {
-    "logpdf": _t_logpdf, "pdf": lambda df, z: sp.exp(_t_logpdf(df, z)),
-    "cdf": StatsStdtr, "logcdf": StatsLogStdtr,
-    "sf": lambda df, z: StatsStdtr(df, -z), "logsf": lambda df, z: StatsLogStdtr(df, -z)},
-    (0.3, 3.0), refused=("df",))
-ELEMENTWISE += _density_rows("gamma", ("a",), {
-    "logpdf": _gamma_logpdf,
-    "pdf": _support(_gamma_logpdf, 0, sp.oo),
-    "cdf": StatsGammainc, "logcdf": StatsLogGammainc,
-    "sf": StatsGammaincc, "logsf": StatsLogGammaincc},
-    (0.3, 3.0), refused=("a",))
-ELEMENTWISE += _density_rows("chi2", ("df",), {
-    "logpdf": lambda df, z: _gamma_logpdf(df / 2, z / 2) - sp.log(2),
-    "pdf": lambda df, z: _support(_gamma_logpdf, 0, sp.oo)(df / 2, z / 2) / 2,
-    "cdf": lambda df, z: StatsGammainc(df / 2, z / 2),
-    "logcdf": lambda df, z: StatsLogGammainc(df / 2, z / 2),
-    "sf": lambda df, z: StatsGammaincc(df / 2, z / 2),
-    "logsf": lambda df, z: StatsLogGammaincc(df / 2, z / 2)},
-    (0.3, 3.0), refused=("df",))
-ELEMENTWISE += _density_rows("beta", ("a", "b"), {
-    "logpdf": _beta_logpdf,
-    "pdf": _support(_beta_logpdf, 0, 1),
-    "cdf": StatsBetainc, "logcdf": StatsLogBetainc,
-    # (1 - I_z(a, b) is I_{1-z}(b, a): no cancellation in the upper tail)
-    "sf": lambda a, b, z: StatsBetainc(b, a, 1 - z),
-    "logsf": lambda a, b, z: StatsLogBetainc(b, a, 1 - z)},
-    (0.1, 0.9), refused=("a", "b"))
-
-
-# poisson's count k (and loc, which shifts it) has no derivative: refused where it depends
-# on the differentiated inputs. multivariate_normal and dirichlet reduce over the last
-# (first, for dirichlet) axis: array operations whose rules are helpers of runtime's.
-ARRAY_OPS += tuple(
-    A((f"scipy.stats.poisson.{method}",), ("k", "mu", "loc"),
-      {"mu": f"_poisson_grad({{g}}, {{out}}, {{k}}, {{mu}}, {{loc}}, '{method}')"}, {"loc": "0"},
-      note="in mu; k and loc (integer counts) must not depend on the differentiated inputs")
-    for method in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf"))
-ARRAY_OPS += tuple(
-    A((f"scipy.stats.multivariate_normal.{method}",), ("x", "mean", "cov"),
-      {p: f"_mvn_grad({{g}}, {{out}}, {{x}}, {{mean}}, {{cov}}, {i}, '{method}')"
-       for i, p in enumerate(("x", "mean", "cov"))}, {"mean": "None", "cov": "1"},
-      note="cov symmetric positive definite (its gradient symmetric, as JAX's); "
-      "allow_singular= refused")
-    for method in ("logpdf", "pdf"))
-ARRAY_OPS += tuple(
-    A((f"scipy.stats.dirichlet.{method}",), ("x", "alpha"),
-      {p: f"_dirichlet_grad({{g}}, {{out}}, {{x}}, {{alpha}}, {i}, '{method}')"
-       for i, p in enumerate(("x", "alpha"))},
-      note="in x (entries along the first axis) and alpha")
-    for method in ("logpdf", "pdf"))
-
 # --- scipy.signal.convolve and correlate: the adjoints are correlations of the adjoint,
 # spread to the full output, with the other operand ---
 ARRAY_OPS += tuple(
@@ -1583,6 +1306,216 @@ ARRAY_OPS += (
 
 # (return_sign=True: the values and their signs; the slope of log|sum(b*exp(a))| carries
 # the sign)
+# --- scipy.stats: norm, t, gamma, beta, chi2 (elementwise); poisson, multivariate_normal,
+# dirichlet (array operations). Each density's image is its formula in the standardised
+# variable z = (x - loc) / scale, so SymPy differentiates it in x, loc, scale and the shapes;
+# the forward code calls SciPy as the user wrote it. The special functions the images need
+# are scipy.special's rows above (Gammaln, Ndtr, LogNdtr, Xlogy); the cdfs print as helpers
+# of runtime's, which import SciPy when first called.
+
+
+class _SciPyHelper(_NumpyFunction):
+    """A function of SciPy's, printed as the runtime helper ``helper`` (which calls it)."""
+
+    nargs = 0  # (each subclass says how many it takes)
+    helper = ""
+
+    def numpy(self):
+        return call(self.helper)(*self.args)
+
+
+def _t_logpdf(df, z):
+    return (Gammaln((df + 1) / 2) - Gammaln(df / 2) - sp.log(df * sp.pi) / 2
+            - (df + 1) / 2 * sp.log(1 + z**2 / df))
+
+
+def _gamma_logpdf(a, z):
+    return Xlogy(a - 1, z) - z - Gammaln(a)
+
+
+def _beta_logpdf(a, b, z):
+    return (Xlogy(a - 1, z) + Xlogy(b - 1, 1 - z) - Gammaln(a)
+            - Gammaln(b) + Gammaln(a + b))
+
+
+def _within(z, lower, upper, closed=False):
+    """``lower < z < upper`` as a tree (``<=`` if ``closed``; an infinite bound is left out)."""
+    above, below = (sp.GreaterThan, sp.LessThan) if closed else \
+        (sp.StrictGreaterThan, sp.StrictLessThan)
+    conditions = [above(z, lower, evaluate=False)]
+    if upper != sp.oo:
+        conditions.append(below(z, upper, evaluate=False))
+    return conditions[0] if len(conditions) == 1 else sp.And(*conditions, evaluate=False)
+
+
+class StatsInside(_NumpyFunction):
+    """``value`` where ``lower < z < upper``, half of it at a bound (where central
+    differences see the mean of the slopes on each side), else 0: a density outside its
+    support (z itself has derivative 0 here: the jump at a bound is not differentiated)."""
+
+    nargs = 4
+
+    def numpy(self):
+        z, lower, upper, value = self.args
+        return where(_within(z, lower, upper), value, where(
+            _within(z, lower, upper, closed=True), sp.Float(0.5) * value, sp.Float(0.0)))
+
+    def fdiff(self, argindex=1):
+        if argindex != 4:
+            return sp.S.Zero
+        z, lower, upper, _ = self.args
+        return StatsInside(z, lower, upper, sp.Float(1.0))
+
+
+class StatsSafe(_NumpyFunction):
+    """z inside [lower, upper], else a point inside: the density's formula is read there
+    (and multiplied by 0), so that no NaN of a log outside the support reaches the
+    gradient."""
+
+    nargs = 3
+
+    def numpy(self):
+        z, lower, upper = self.args
+        inner = (lower + upper) / 2 if upper != sp.oo else lower + 1
+        return where(_within(z, lower, upper, closed=True), z, sp.Float(inner))
+
+    def fdiff(self, argindex=1):
+        z, lower, upper = self.args
+        return StatsInside(z, lower, upper, sp.Float(1.0)) if argindex == 1 else sp.S.Zero
+
+
+def _support(logpdf, lower, upper):
+    """The density exp(logpdf(..., z)): 0 outside (lower, upper), with no NaN there."""
+    def pdf(*args):
+        *shape, z = args
+        return StatsInside(z, lower, upper, sp.exp(logpdf(*shape, StatsSafe(z, lower, upper))))
+    return pdf
+
+
+def _cdf_class(name, helper, logpdf, support, log=False, upper=False):
+    """A standardised cdf (the survival function if ``upper``; or its log) of shape
+    parameters and z, printed as ``helper``: its slope in z is the density (over the cdf,
+    for the log; negated for the upper tail); in a shape, no closed form (refused where the
+    call is read, see Elementwise.refused)."""
+
+    def fdiff(self, argindex=1):
+        *shape, z = self.args
+        if argindex != len(self.args):
+            raise SymdiffError(f"{name} has no closed-form derivative in its shape parameters")
+        lower, top = support
+        if support == (-sp.oo, sp.oo):  # (Student's t: everywhere)
+            density = logpdf(*shape, z)
+            slope = sp.exp(density - self) if log else sp.exp(density)
+        else:
+            density = logpdf(*shape, StatsSafe(z, lower, top))
+            slope = StatsInside(z, lower, top,
+                                sp.exp(density - self) if log else sp.exp(density))
+        return -slope if upper else slope
+
+    return type(name, (_SciPyHelper,), {
+        "__doc__": f"{helper[7:]} of (shapes..., z), by SciPy.", "nargs": len(
+            logpdf.__code__.co_varnames[:logpdf.__code__.co_argcount]),
+        "helper": helper, "fdiff": fdiff})
+
+
+StatsStdtr = _cdf_class("StatsStdtr", "_stats_stdtr", _t_logpdf, (-sp.oo, sp.oo))
+StatsLogStdtr = _cdf_class("StatsLogStdtr", "_stats_log_stdtr", _t_logpdf, (-sp.oo, sp.oo),
+                           True)
+StatsGammainc = _cdf_class("StatsGammainc", "_stats_gammainc", _gamma_logpdf, (0, sp.oo))
+StatsLogGammainc = _cdf_class("StatsLogGammainc", "_stats_log_gammainc", _gamma_logpdf,
+                              (0, sp.oo), True)
+StatsGammaincc = _cdf_class("StatsGammaincc", "_stats_gammaincc", _gamma_logpdf, (0, sp.oo),
+                            upper=True)
+StatsLogGammaincc = _cdf_class("StatsLogGammaincc", "_stats_log_gammaincc", _gamma_logpdf,
+                               (0, sp.oo), True, True)
+StatsBetainc = _cdf_class("StatsBetainc", "_stats_betainc", _beta_logpdf, (0, 1))
+StatsLogBetainc = _cdf_class("StatsLogBetainc", "_stats_log_betainc", _beta_logpdf, (0, 1),
+                             True)
+
+
+def _density_rows(dist, shapes, std, domain, refused=()):
+    """The rows of scipy.stats.<dist>'s logpdf, pdf, cdf, logcdf, sf, logsf: ``std`` maps
+    each method to its image in (shapes..., z); the image in x adds loc and scale."""
+    params = ("x", *shapes, "loc", "scale")
+
+    def image(method):
+        def at(*args, **named):
+            values = {**dict(zip(params, args, strict=False)), **named}
+            scale = values.get("scale", sp.S.One)
+            z = (values["x"] - values.get("loc", sp.S.Zero)) / scale
+            value = std[method](*(values[p] for p in shapes), z)
+            return value - sp.log(scale) if method == "logpdf" else \
+                value / scale if method == "pdf" else value
+        return at
+
+    def tail(method):  # (a cdf or survival function, refused in the shapes)
+        return "cdf" in method or "sf" in method
+
+    return tuple(
+        E((f"scipy.stats.{dist}.{method}",), params, image(method), domain, optional=2,
+          note=f"in x, {', '.join(shapes) + ', ' if shapes else ''}loc and scale" +
+          (f"; in {' and '.join(refused)} refused (no closed form)"
+           if refused and tail(method) else ""),
+          refused=refused if tail(method) else ())
+        for method in std)
+
+
+ELEMENTWISE += _density_rows("norm", (), {
+    "logpdf": lambda z: -z**2 / 2 - sp.log(2 * sp.pi) / 2,
+    "pdf": lambda z: sp.exp(-z**2 / 2) / sp.sqrt(2 * sp.pi),
+    "cdf": Ndtr, "logcdf": LogNdtr,
+    "sf": lambda z: Ndtr(-z), "logsf": lambda z: LogNdtr(-z)}, (-2.0, 2.0))
+ELEMENTWISE += _density_rows("t", ("df",), {
+    "logpdf": _t_logpdf, "pdf": lambda df, z: sp.exp(_t_logpdf(df, z)),
+    "cdf": StatsStdtr, "logcdf": StatsLogStdtr,
+    "sf": lambda df, z: StatsStdtr(df, -z), "logsf": lambda df, z: StatsLogStdtr(df, -z)},
+    (0.3, 3.0), refused=("df",))
+ELEMENTWISE += _density_rows("gamma", ("a",), {
+    "logpdf": _gamma_logpdf,
+    "pdf": _support(_gamma_logpdf, 0, sp.oo),
+    "cdf": StatsGammainc, "logcdf": StatsLogGammainc,
+    "sf": StatsGammaincc, "logsf": StatsLogGammaincc},
+    (0.3, 3.0), refused=("a",))
+ELEMENTWISE += _density_rows("chi2", ("df",), {
+    "logpdf": lambda df, z: _gamma_logpdf(df / 2, z / 2) - sp.log(2),
+    "pdf": lambda df, z: _support(_gamma_logpdf, 0, sp.oo)(df / 2, z / 2) / 2,
+    "cdf": lambda df, z: StatsGammainc(df / 2, z / 2),
+    "logcdf": lambda df, z: StatsLogGammainc(df / 2, z / 2),
+    "sf": lambda df, z: StatsGammaincc(df / 2, z / 2),
+    "logsf": lambda df, z: StatsLogGammaincc(df / 2, z / 2)},
+    (0.3, 3.0), refused=("df",))
+ELEMENTWISE += _density_rows("beta", ("a", "b"), {
+    "logpdf": _beta_logpdf,
+    "pdf": _support(_beta_logpdf, 0, 1),
+    "cdf": StatsBetainc, "logcdf": StatsLogBetainc,
+    # (1 - I_z(a, b) is I_{1-z}(b, a): no cancellation in the upper tail)
+    "sf": lambda a, b, z: StatsBetainc(b, a, 1 - z),
+    "logsf": lambda a, b, z: StatsLogBetainc(b, a, 1 - z)},
+    (0.1, 0.9), refused=("a", "b"))
+
+
+# poisson's count k (and loc, which shifts it) has no derivative: refused where it depends
+# on the differentiated inputs. multivariate_normal and dirichlet reduce over the last
+# (first, for dirichlet) axis: array operations whose rules are helpers of runtime's.
+ARRAY_OPS += tuple(
+    A((f"scipy.stats.poisson.{method}",), ("k", "mu", "loc"),
+      {"mu": f"_poisson_grad({{g}}, {{out}}, {{k}}, {{mu}}, {{loc}}, '{method}')"}, {"loc": "0"},
+      note="in mu; k and loc (integer counts) must not depend on the differentiated inputs")
+    for method in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf"))
+ARRAY_OPS += tuple(
+    A((f"scipy.stats.multivariate_normal.{method}",), ("x", "mean", "cov"),
+      {p: f"_mvn_grad({{g}}, {{out}}, {{x}}, {{mean}}, {{cov}}, {i}, '{method}')"
+       for i, p in enumerate(("x", "mean", "cov"))}, {"mean": "None", "cov": "1"},
+      note="cov symmetric positive definite (its gradient symmetric, as JAX's); "
+      "allow_singular= refused")
+    for method in ("logpdf", "pdf"))
+ARRAY_OPS += tuple(
+    A((f"scipy.stats.dirichlet.{method}",), ("x", "alpha"),
+      {p: f"_dirichlet_grad({{g}}, {{out}}, {{x}}, {{alpha}}, {i}, '{method}')"
+       for i, p in enumerate(("x", "alpha"))},
+      note="in x (entries along the first axis) and alpha")
+    for method in ("logpdf", "pdf"))
+
 _LSE = "_logsumexp_grad({g}, {a}, {b}, {out}, {axis}, {keepdims}, %d%s)"
 A_LSE = _several(("scipy.special.logsumexp",), ("a", "axis", "b", "keepdims", "return_sign"),
                  (("res", {"a": _LSE % (0, ", {factors}"), "b": _LSE % (1, ", {factors}")}),

@@ -1238,38 +1238,6 @@ def _special():
     return scipy.special
 
 
-def _stats_gammaln(x):
-    """log|Gamma(x)|."""
-    return _special().gammaln(x)
-
-
-def _stats_digamma(x):
-    """psi(x), the derivative of log Gamma."""
-    return _special().digamma(x)
-
-
-def _stats_trigamma(x):
-    """polygamma(1, x), the derivative of psi."""
-    return _special().polygamma(1, x)
-
-
-def _stats_ndtr(z):
-    """The standard normal cdf."""
-    return _special().ndtr(z)
-
-
-def _stats_log_ndtr(z):
-    """log of the standard normal cdf, finite far in the lower tail."""
-    return _special().log_ndtr(z)
-
-
-def _stats_norm_hazard(z):
-    """pdf(z) / cdf(z) of the standard normal: sqrt(2/pi) / erfcx(-z/sqrt(2)), which has
-    no 0/0 far in the lower tail (about -z there) and tends to 0 in the upper one."""
-    with np.errstate(over="ignore"):
-        return np.sqrt(2 / np.pi) / _special().erfcx(-np.asarray(z) / np.sqrt(2))[()]
-
-
 def _stats_stdtr(df, z):
     """Student's t cdf with ``df`` degrees of freedom."""
     return _special().stdtr(df, z)
@@ -1312,11 +1280,6 @@ def _stats_log_betainc(a, b, z):
     """log I_z(a, b)."""
     with np.errstate(divide="ignore"):
         return np.log(_special().betainc(a, b, z))
-
-
-def _stats_xlogy(a, z):
-    """a * log(z), and 0 where a is 0."""
-    return _special().xlogy(a, z)
 
 
 def _poisson_grad(g, out, k, mu, loc, method):
