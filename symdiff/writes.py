@@ -135,29 +135,22 @@ class Writes:
                         found.setdefault(t.value.id, None)
         return list(found)
 
-    def _origins(self, ssa) -> set[str]:
-        """The arrays ``ssa`` may be (or be a view of): through merges after branches,
-        the values a loop carries, plain aliases and views."""
-        found, todo, seen = set(), [ssa], set()
+    def _sharing(self, ssa) -> set[str]:
+        """The arrays ``ssa`` may be, be a view of, or hold (a list's items): its origins
+        (``loops._origins``), and theirs of what each holds."""
+        found, todo = set(), [ssa]
         while todo:
-            n = todo.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            todo.extend(self.holds.get(n, ()))  # (a list holding arrays: those arrays too)
-            more = [*self.maybe.get(n, ()), *([self.alias[n]] if self.alias.get(n, n) != n
-                                              else [])]
-            if more:
-                todo.extend(more)
-            else:
-                found.add(n)
+            for origin in self._origins(todo.pop()):
+                if origin not in found:
+                    found.add(origin)
+                    todo.extend(self.holds.get(origin, ()))
         return found
 
     def _refuse_foreign(self, target, name, old):
         """Refuse a write into an array the function may not have made for itself."""
         text = ast.unparse(target)
         params = {a.arg for a in ast.walk(self.top.node.args) if isinstance(a, ast.arg)}
-        for origin in sorted(self._origins(old)):
+        for origin in sorted(self._sharing(old)):
             if origin in params or origin in self.leaves:
                 what = f"the parameter {name}" if origin == name else \
                     f"{name}, which may be the parameter {origin} (or a view of it)"
@@ -182,7 +175,7 @@ class Writes:
         may share its memory, and NumPy's write changes it too, which the version here
         does not. Refused (said at the end: a loop that finds the array differentiated
         lowers its body again, reading it with gradient)."""
-        origins = self._origins(old)
+        origins = self._sharing(old)
         # (a loop over the array, this one or one before: its items are views of it)
         loops = [h for h in self.headers if h is not None] + [
             e.header for e in _flat(self.eqns, loops=True) if not isinstance(e, Eqn)
@@ -203,12 +196,12 @@ class Writes:
     def _mark_stale(self, stmt, name, old, text, index):
         """Every other name that may share the written array: NumPy changes it too, which
         the versions here do not; a read of one of them later is refused (``_local``)."""
-        written = self._origins(old)
+        written = self._sharing(old)
         scopes = [*self.env.items(), *(p for env in self.caller_envs for p in env.items())]
         for other, ssa in scopes:
             if other == name or other.startswith("<"):
                 continue
-            if not written.isdisjoint(self._origins(ssa)):
+            if not written.isdisjoint(self._sharing(ssa)):
                 # Read by index in this block (so again in each iteration, before the
                 # write): maybe a number or a copy, which a check tells where it is read.
                 read = any(isinstance(e, Eqn) and e.out == ssa and (
