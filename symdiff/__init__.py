@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 
 from .api import grad, value_and_grad  # noqa: E402
 from .errors import SymdiffError  # noqa: E402
+from .higher import hessian, jacobian, jvp  # noqa: E402
 from .runtime import stop_gradient  # noqa: E402
 
-__all__ = ["grad", "value_and_grad", "stop_gradient", "SymdiffError", "__version__"]
+__all__ = ["grad", "value_and_grad", "jvp", "jacobian", "hessian", "stop_gradient",
+           "SymdiffError", "__version__"]

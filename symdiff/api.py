@@ -61,10 +61,10 @@ class Gradient:
     """
 
     __slots__ = ("fun", "wrt", "with_value", "as_tuple", "has_aux", "_fast", "_seen", "_specs",
-                 "_signature", "_names", "_arity", "_self", "__weakref__")
+                 "_signature", "_names", "_arity", "_self", "_scalar", "__weakref__")
 
-    def __init__(self, fun, wrt, with_value=False, as_tuple=False, has_aux=False):
-        _refuse(fun)
+    def __init__(self, fun, wrt, with_value=False, as_tuple=False, has_aux=False,
+                 scalar=None):
         self.fun = fun
         self.wrt = wrt
         self.with_value = with_value
@@ -80,6 +80,8 @@ class Gradient:
         self._names: tuple[str, ...] = ()  # the parameters with a kind: positional, keyword
         self._arity = -1  # how many positional arguments a call with nothing left out has
         self._self = calls.method_self(fun)  # a method's self parameter, else None
+        # (position, message): a parameter that must be a scalar (grad of grad(f) in it)
+        self._scalar = scalar
 
     def __call__(self, *args, **kwargs):
         # Once calls with numbers of the same types came here twice, the gradient's own
@@ -178,6 +180,11 @@ class Gradient:
         if self._signature is None:
             self._read_signature()
         self._signature.check(self.fun, args, kwargs)
+        if self._scalar is not None:
+            position, message = self._scalar
+            value = self._bind(args, kwargs)[position]
+            if np.ndim(value) != 0:
+                raise SymdiffError(message.format(shape=np.shape(value)))
         key = tuple(map(kinds.key, self._bind(args, kwargs)))
         widened = self._signature.widened(args, kwargs)
         # Booleans and small integers are differentiated from float64 copies: built for
@@ -511,6 +518,10 @@ def _gradient(fun, wrt, with_value, as_tuple, has_aux=False):
     ``calls.unbind``: ``wrt`` counts from after self)."""
     if isinstance(fun, (staticmethod, classmethod)):  # @grad over @staticmethod
         return type(fun)(_gradient(fun.__func__, wrt, with_value, as_tuple, has_aux))
+    if isinstance(fun, Gradient):
+        from .higher import second
+
+        return second(fun, wrt, with_value, as_tuple, has_aux)
     _refuse(fun)
     fun, wrt, obj = calls.unbind(fun, wrt)
     gradient = Gradient(fun, wrt, with_value, as_tuple, has_aux)

@@ -127,15 +127,6 @@ def test_functions_that_are_not_methods_are_differentiated():
     assert [grad(f)(3.0) for f in C.squares] == [6.0, 6.0]
 
 
-# --- grad of a gradient ---
-
-@pytest.mark.parametrize("outer", [grad, value_and_grad])
-def test_a_gradient_of_a_gradient_is_refused_at_the_inner_def(outer):
-    text = text_of(lambda: outer(grad(M.f, wrt=1)))
-    assert text.startswith("F:4:1: the gradient of a gradient of f: higher-order derivatives "
-                           "are not supported yet\n    def f(x, y):\n    ^\n")
-
-
 # --- the kinds of arguments at a differentiated position ---
 
 @pytest.mark.parametrize(("value", "kind"), [

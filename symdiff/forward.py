@@ -1,0 +1,296 @@
+"""IR -> tangent program: forward mode (JAX's jvp), as Python source symdiff reads again.
+
+For each step ``v = e(a, b)`` of the function the tangent program computes ``v`` as the
+function does, then its tangent ``v_dot = de/da * a_dot + de/db * b_dot`` (SymPy's local
+derivatives, as the backward sweep's), where ``a_dot`` is the directional derivative of
+``a`` along the tangents of the differentiated parameters. An array operation's tangent
+follows its row in the rules table: a linear operation (a sum, a slice) runs on the
+operands' tangents, a multilinear one (matmul) is summed over its operands, any other has
+templates of its own (``ArrayOp.jvp``). Branches and loops stay as they are and carry the
+tangents along: forward mode needs no tape.
+
+The program is plain NumPy written with the calls the rules table knows, so it can be
+differentiated again in reverse mode: that is how second derivatives are made (reverse
+over forward: ``api.hessian``, ``grad`` of a gradient, ``jvp`` of a gradient).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+import sympy as sp
+
+from . import __version__
+from .algebra import decimals, reuse_value, whole_floats
+from .control import _mark_active, _replace
+from .emit import Printer
+from .errors import SymdiffError
+from .ir import IR, Eqn, If, Loop, Names, symbol
+from .shapes import facts, sources
+
+
+@dataclasses.dataclass(frozen=True)
+class Tangent:
+    """A tangent program's source and what it was made of."""
+
+    name: str  # the generated function's name
+    source: str
+    params: tuple[str, ...]  # the function's own parameters, then the tangents taken
+    tangents: tuple[str, ...]  # the differentiated parameters whose tangent is a parameter
+    ir: IR
+
+
+def tangent_program(ir: IR, seeds: dict[str, str] | None = None, returns: str = "both",
+                    name: str = "") -> Tangent:
+    """The tangent program of ``ir`` along its ``wrt`` parameters.
+
+    Each parameter in ``wrt`` gets a tangent parameter ``<name>_dot`` after the function's
+    own, unless ``seeds`` gives its tangent as code (``"1.0"``: the derivative in that
+    parameter alone). ``returns``: ``"both"`` gives ``(value, tangent)``, ``"tangent"`` the
+    tangent alone (a function to differentiate again).
+    """
+    return _Forward(ir, seeds or {}).run(returns, name)
+
+
+class _Forward:
+    def __init__(self, ir: IR, seeds: dict[str, str]):
+        self.ir = ir
+        self.seeds = seeds
+        self.names = Names(set(ir.taken) | set(ir.params))
+        self.facts = facts(ir)
+        self.shapes = dict(self.facts.sources)
+        self.printer = Printer(ir.np_alias)
+        self.np = ir.np_alias
+        self.active = set(ir.wrt)
+        _mark_active(ir.eqns, self.active)
+        self.dot: dict[str, str] = {}
+
+    def tangent(self, name: str) -> str:
+        if name not in self.dot:
+            self.dot[name] = self.names.fresh(name.lstrip("_") + "_dot"
+                                              if not name.startswith("_") else name + "_dot")
+        return self.dot[name]
+
+    def zeros(self, name: str) -> str:
+        return f"{self.np}.zeros_like({name}, dtype=float)"
+
+    # --- the program ---
+
+    def run(self, returns: str, name: str) -> Tangent:
+        ir = self.ir
+        if ir.trees:
+            raise self._refuse(ir.parsed.node, "forward mode of a function of containers "
+                               "(a dict, tuple or list parameter)",
+                               "pass the arrays as parameters of their own")
+        if ir.aux:
+            raise self._refuse(ir.parsed.node, "forward mode of a function with has_aux",
+                               "differentiate the value alone")
+        taken = [p for p in ir.wrt if p not in self.seeds]
+        params = [self.tangent(p) for p in taken]
+        body: list[str] = []
+        for p in ir.wrt:
+            if p in self.seeds:
+                body.append(f"{self.tangent(p)} = {self.seeds[p]}")
+        body += self._items(ir.eqns)
+        result = ir.result
+        if result in self.active:
+            out_dot = self.dot[result]
+        else:
+            out_dot = f"{self.np}.zeros({self.np}.shape({result}))"
+        name = name or "jvp_" + ir.name
+        args = ast.unparse(_without_annotations(ir.parsed.node.args))
+        # The tangents come after every parameter of the function (after *args and
+        # keyword-only ones too: by name then), as JAX's jvp lays them out.
+        signature = args + (", " if args and params else "") + ", ".join(params)
+        if ir.parsed.node.args.vararg or ir.parsed.node.args.kwonlyargs or \
+                ir.parsed.node.args.kwarg:
+            raise self._refuse(ir.parsed.node, "forward mode of a function with *args, "
+                               "**kwargs or keyword-only parameters",
+                               "plain positional parameters")
+        where = f"{ir.parsed.source.filename}:{ir.parsed.node.lineno}".replace(
+            "\\", "\\\\").replace('"', '\\"')
+        wrt = ", ".join(ir.given_wrt or ir.wrt)
+        head = [f"def {name}({signature}):",
+                f'    """Tangent of {ir.name} ({where}) along {wrt}: forward mode.',
+                "",
+                f"    Generated by symdiff {__version__} from the source of {ir.name}; "
+                "regenerate it", "    rather than edit it.", '    """']
+        ret = out_dot if returns == "tangent" else f"{result}, {out_dot}"
+        lines = head + ["    " + line for line in body] + [f"    return {ret}"]
+        return Tangent(name, "\n".join(lines) + "\n", (*ir.params, *params), tuple(taken), ir)
+
+    def _items(self, items) -> list[str]:
+        out: list[str] = []
+        for item in items:
+            if isinstance(item, Eqn):
+                out += self._eqn(item)
+            elif isinstance(item, If):
+                out += self._if(item)
+            else:
+                out += self._loop(item)
+        return out
+
+    def _eqn(self, eqn: Eqn) -> list[str]:
+        comment = f"  # {eqn.where[0]}" if eqn.where[0] else ""
+        if eqn.kind == "assert":
+            return [ast.unparse(eqn.code) + comment]
+        lines = [f"{eqn.out} = {ast.unparse(_replace(eqn.code, {}))}" + comment]
+        if eqn.out not in self.active or eqn.kind not in ("elementwise", "array"):
+            return lines
+        if not any(a in self.active for a in eqn.inputs):
+            self.active.discard(eqn.out)
+            return lines
+        value = self._elementwise(eqn) if eqn.kind == "elementwise" else self._array(eqn)
+        if value is None:  # nothing flows: zero
+            value = self.zeros(eqn.out)
+        lines.append(f"{self.tangent(eqn.out)} = {value}")
+        return lines
+
+    def _elementwise(self, eqn: Eqn) -> str | None:
+        terms = []
+        covered: set = set()
+        for a in eqn.inputs:
+            if a not in self.active:
+                continue
+            partial = sp.diff(eqn.expr, symbol(a))
+            if partial == 0:
+                continue
+            if partial.has(sp.Derivative, sp.Subs):
+                raise self._refuse(eqn.code, "forward mode: this has no closed derivative "
+                                   "here", "a function of the rules table")
+            if not eqn.expr.is_Atom:
+                partial = reuse_value(partial, eqn.expr, symbol(eqn.out))
+            terms.append(sp.factor_terms(partial) * symbol(self.tangent(a)))
+            covered |= sources(self.shapes, a)
+            covered |= {s for f in partial.free_symbols for s in sources(self.shapes, f.name)}
+        if not terms:
+            return None
+        text = self.printer.doprint(decimals(whole_floats(sp.Add(*terms))))
+        # A tangent smaller than its value (v = a + B with a alone differentiated) is
+        # spread to the value's shape: the operations after it read its entries.
+        if not sources(self.shapes, eqn.out) <= covered:
+            text = f"{text} + {self.zeros(eqn.out)}"
+        return text
+
+    def _array(self, eqn: Eqn) -> str | None:
+        op = eqn.op
+        differentiable = {p for p, t in op.vjp.items() if t}
+        linear = getattr(op, "linear", "")
+        if linear == "joint":
+            renamed = {}
+            for param, name, _ in eqn.operands:
+                if param in differentiable:
+                    renamed[name] = self.dot[name] if name in self.active else self.zeros(name)
+            return ast.unparse(_renamed(eqn.code, renamed, eqn.statics))
+        if linear == "multi":
+            parts = []
+            for param, name, _ in eqn.operands:
+                if param in differentiable and name in self.active:
+                    parts.append(ast.unparse(_renamed(eqn.code, {name: self.dot[name]},
+                                                      eqn.statics)))
+            return " + ".join(f"({p})" if len(parts) > 1 else p for p in parts) or None
+        fields = {**op.defaults, **dict(eqn.statics)}
+        for param, name, position in eqn.operands:
+            if position is None:
+                fields[param] = name
+        if op.sequence and not any(p == op.sequence and i is None for p, _, i in eqn.operands):
+            items = [n for p, n, i in eqn.operands if p == op.sequence]
+            fields[op.sequence] = "[" + ", ".join(items) + "]"
+        parts = []
+        for param, name, position in eqn.operands:
+            if name not in self.active or param not in differentiable:
+                continue
+            template = getattr(op, "jvp", {}).get(param)
+            if not template:
+                raise self._refuse(eqn.code, f"forward mode through {op.names[0]} (in "
+                                   f"{param}) is not supported yet",
+                                   "grad (reverse mode) differentiates it")
+            parts.append(template.format(t=self.dot[name], out=eqn.out, np=self.np,
+                                         i=position, **fields))
+        return " + ".join(f"({p})" for p in parts) or None
+
+    def _if(self, item: If) -> list[str]:
+        branches = [self._items(item.then), self._items(item.orelse)]
+        merged = [(m, t, e) for m, t, e in item.phis
+                  if t in self.active or e in self.active]
+        for lines, pick in zip(branches, (1, 2), strict=True):
+            for phi in item.phis:
+                lines.append(f"{phi[0]} = {phi[pick]}")
+            for phi in merged:
+                src = phi[pick]
+                lines.append(f"{self.tangent(phi[0])} = "
+                             f"{self.dot[src] if src in self.active else self.zeros(src)}")
+        for m, _, _ in merged:
+            self.active.add(m)
+        for m, t, e in item.phis:
+            if (m, t, e) not in merged:
+                self.active.discard(m)
+        out = [f"if {item.cond}:"] + ["    " + line for line in branches[0] or ["pass"]]
+        if branches[1]:
+            out += ["else:"] + ["    " + line for line in branches[1]]
+        return out
+
+    def _loop(self, item: Loop) -> list[str]:
+        out = []
+        carried = [(phi, init, nxt) for phi, init, nxt in item.carried if phi in self.active]
+        for (phi, init, _), name in zip(item.carried, item.names, strict=True):
+            out.append(f"{phi} = {init or f'_unbound({name!r})'}")
+        for phi, _, _ in carried:
+            self.tangent(phi)
+        body = self._items(item.body)
+        for phi, init, _ in carried:
+            start = self.dot[init] if init in self.active else "0.0" if init is None \
+                else self.zeros(init)
+            out.append(f"{self.dot[phi]} = {start}")
+        for phi, _, nxt in item.carried:
+            body.append(f"{phi} = {nxt}")
+        for phi, _, nxt in carried:
+            body.append(f"{self.dot[phi]} = "
+                        f"{self.dot[nxt] if nxt in self.active else self.zeros(nxt)}")
+        if item.break_flag:
+            body += [f"if {item.break_flag}:", "    break"]
+        header = (f"for {item.target} in {ast.unparse(item.header)}:" if item.kind == "for"
+                  else f"while {ast.unparse(item.header)}:")
+        return out + [header] + ["    " + line for line in body or ["pass"]]
+
+    def _refuse(self, node, message, hint) -> SymdiffError:
+        if getattr(node, "lineno", None) is None:
+            node = self.ir.parsed.node
+        return SymdiffError(problems=(self.ir.parsed.source.problem(node, message, hint),))
+
+
+def _renamed(node, renamed: dict[str, str], statics=()):
+    """A copy of ``node`` with each name of ``renamed`` replaced by its code, except inside
+    the code of the parameters without gradient (``statics``: np.where's condition reads
+    the values, not their tangents)."""
+    tree = _replace(node, {})
+    kept = set()
+    for _, code in statics:
+        try:
+            kept.add(ast.dump(ast.parse(code, mode="eval").body))
+        except SyntaxError:
+            pass
+
+    class Rename(ast.NodeTransformer):
+        def visit(self, n):
+            if kept and isinstance(n, ast.expr) and ast.dump(n) in kept:
+                return n
+            return super().visit(n)
+
+        def visit_Name(self, n):
+            if n.id in renamed:
+                return ast.copy_location(ast.parse(renamed[n.id], mode="eval").body, n)
+            return n
+
+    return Rename().visit(tree)
+
+
+def _without_annotations(args):
+    import copy
+
+    args = copy.deepcopy(args)
+    for a in ast.walk(args):
+        if isinstance(a, ast.arg):
+            a.annotation = None
+    return args

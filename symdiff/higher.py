@@ -1,0 +1,457 @@
+"""Transformations that compose: ``jvp``, ``jacobian``, ``hessian``, and ``grad`` of a gradient.
+
+Everything here is built from two programs symdiff writes as source: the gradient
+(reverse mode, ``differentiate``) and the tangent program (forward mode, ``forward``). A
+tangent program is plain NumPy that symdiff reads again, so a second derivative is the
+gradient of a tangent program (reverse over forward):
+
+- ``grad(grad(f))`` with f of a scalar x: ``df_dx`` (the tangent program along x, its
+  tangent fixed to 1) is a function of its own, and its gradient is f's second derivative;
+- ``jvp(grad(f), primals, tangents)``: the gradient of ``<grad f, t>`` (the tangent program
+  with the tangents as parameters) in x is ``H t``; in the tangents, ``grad f`` itself;
+- ``hessian(f)``: ``H e_j`` column by column, ``jacobian(f)``: tangents or gradients of
+  ``<f, u>`` along each basis vector, whichever are fewer.
+
+The mixed partials are read as symmetric (``d/dx <grad_y f, v> = d/dy <grad_x f, v>`` for
+twice differentiable f), as JAX's forward-over-reverse Hessian reads them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+
+import numpy as np
+
+from . import kinds, runtime
+from .errors import SymdiffError
+
+_TANGENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class TangentFunction:
+    """A generated tangent program: ``fn`` (compiled) and its ``source``."""
+
+    def __init__(self, fn, source, params, tangents, refresh):
+        self.fn = fn
+        self.source = source
+        self.params = params
+        self.tangents = tangents
+        self._refresh = refresh
+
+    def __call__(self, *args):
+        for name, get in self._refresh:  # module data, read afresh as the function would
+            self.fn.__globals__[name] = get()
+        return self.fn(*args)
+
+
+def tangent_function(fun, wrt: tuple[str, ...], seeds: dict[str, str] | None = None,
+                     returns: str = "both", name: str = "") -> TangentFunction:
+    """The tangent program of ``fun`` along the parameters ``wrt`` (names), compiled and
+    kept per function and options. ``seeds`` fixes some tangents (``{"x": "1.0"}``)."""
+    key = (wrt, tuple(sorted((seeds or {}).items())), returns, name,
+           getattr(fun, "__code__", None))
+    try:
+        per_fn = _TANGENTS.setdefault(fun, {})
+    except TypeError:
+        per_fn = {}
+    found = per_fn.get(key)
+    if found is not None:
+        return found
+    from .build import _refreshers, _without_default_code
+    from .compile import compile_source
+    from .floats import on_floats  # noqa: F401  (SymPy is imported by the build)
+    from .forward import tangent_program
+    from .lower import lower
+    from .parse import parse
+
+    parsed = _without_default_code(parse(fun))
+    try:
+        ir = lower(parsed, wrt, None)
+        program = tangent_program(ir, seeds, returns, name)
+    except SymdiffError:
+        raise
+    except Exception as e:  # a bug of ours: still say where
+        where = f"{parsed.source.filename}:{parsed.node.lineno}:{parsed.node.col_offset + 1}"
+        raise SymdiffError(f"{where}: symdiff failed to write the tangent program of "
+                           f"{parsed.name} ({type(e).__name__}: {e}); this is a bug in "
+                           "symdiff, please report it with the function's source") from None
+    names = {n: obj for n, obj, _ in ir.globals}
+    fn, _ = compile_source(program.source, program.name, names, ir.np_alias)
+    fn.__defaults__ = getattr(fun, "__defaults__", None)
+    found = per_fn[key] = TangentFunction(fn, program.source, program.params,
+                                          program.tangents, _refreshers(ir.data_globals))
+    return found
+
+
+def _positional(fun) -> tuple[str, ...]:
+    code = getattr(fun, "__code__", None)
+    if code is None:
+        raise SymdiffError(f"cannot differentiate {fun!r}: not a Python function")
+    return code.co_varnames[:code.co_argcount]
+
+
+def _names(fun, wrt) -> tuple[str, ...]:
+    """``wrt`` (names or positions) as the names of ``fun``'s parameters."""
+    params = _positional(fun)
+    out = []
+    for w in wrt:
+        if isinstance(w, int) and not isinstance(w, bool):
+            if not -len(params) <= w < len(params):
+                raise SymdiffError(f"wrt={w} is out of range: {fun.__qualname__} has "
+                                   f"{len(params)} positional parameters {params}")
+            out.append(params[w])
+        elif w in params:
+            out.append(w)
+        else:
+            raise SymdiffError(f"wrt={w!r} names no positional parameter of "
+                               f"{fun.__qualname__} {params}")
+    return tuple(out)
+
+
+def _floating(value) -> bool:
+    k = kinds.kind(value)
+    if isinstance(k, kinds.Number):
+        return k.type == "float"
+    return isinstance(k, kinds.Array) and np.dtype(k.dtype).kind == "f"
+
+
+# --- jvp ---
+
+
+def jvp(fun, primals, tangents):
+    """Forward mode, JAX's signature: ``(fun(*primals), directional derivative)``.
+
+    ``primals`` and ``tangents`` are tuples (or lists) of the same length, one tangent per
+    argument, each of its primal's shape. Float arguments are differentiated; an integer
+    or boolean argument is held constant, and its tangent must be zero. The tangent is
+    computed by a tangent sweep (``symdiff.forward``), written as source, never by finite
+    differences. ``fun`` may be a gradient (``grad(f)``): then the tangent is a
+    Hessian-vector product, as JAX's ``jvp(grad(f), ...)``, by reverse over forward mode.
+
+    >>> import numpy as np
+    >>> from symdiff import jvp
+    >>> def f(x):
+    ...     return np.sin(x) * 2.0
+    >>> jvp(f, (0.0,), (1.0,))
+    (0.0, 2.0)
+    """
+    primals, tangents = _pair(primals, tangents)
+    from .api import Gradient
+
+    if isinstance(fun, Gradient):
+        return _jvp_of_gradient(fun, primals, tangents)
+    if not inspect.isfunction(fun):
+        raise SymdiffError(f"jvp of {fun!r}: not a Python function (a function, or a "
+                           "gradient grad(f), is supported)")
+    params = _positional(fun)
+    if len(primals) > len(params):
+        raise SymdiffError(f"jvp: {len(primals)} primals for {fun.__qualname__}, which takes "
+                           f"{len(params)} positional parameters {params}")
+    wrt = _differentiated(fun, params, primals, tangents)
+    if not wrt:
+        value = fun(*primals)
+        return value, _zero_like(value)
+    tf = tangent_function(fun, wrt)
+    t = [tangents[params.index(w)] for w in wrt]
+    value, dot = tf(*primals, *t)
+    return value, runtime._fit(dot, value)
+
+
+def _pair(primals, tangents):
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise SymdiffError("jvp(f, primals, tangents): primals and tangents must be tuples "
+                           "(or lists) of the arguments, as JAX's: jvp(f, (x,), (v,))")
+    if len(primals) != len(tangents):
+        raise SymdiffError(f"jvp: {len(primals)} primals but {len(tangents)} tangents: "
+                           "give one tangent per argument")
+    for i, (p, t) in enumerate(zip(primals, tangents, strict=True)):
+        if np.shape(p) != np.shape(t):
+            raise SymdiffError(f"jvp: the tangent of argument {i} has shape {np.shape(t)}, "
+                               f"its primal {np.shape(p)}: they must be the same")
+    return tuple(primals), tuple(tangents)
+
+
+def _differentiated(fun, params, primals, tangents) -> tuple[str, ...]:
+    """The parameters a jvp differentiates: the float ones; an integer or boolean one must
+    come with a zero tangent (it is held constant)."""
+    wrt = []
+    for name, p, t in zip(params, primals, tangents, strict=False):
+        if _floating(p):
+            wrt.append(name)
+        elif np.any(np.asarray(t) != 0):
+            raise SymdiffError(f"jvp of {fun.__qualname__}: {name} is {kinds.kind(p)}, held "
+                               "constant, but its tangent is not zero; pass it as a float "
+                               f"({name}=float(...)) to differentiate it")
+    return tuple(wrt)
+
+
+def _zero_like(value):
+    return runtime._fit(0.0, value)
+
+
+def _jvp_of_gradient(gradient, primals, tangents):
+    """``jvp(grad(f, wrt=W), primals, tangents)``: ``(grad f, d/de grad f(primals + e t))``.
+
+    With T the tangent program of f (``<grad f, t>``, the tangents as parameters), the
+    gradient of T in W is the tangent asked for, and in W's tangents, grad f itself: one
+    reverse sweep over T gives both.
+    """
+    _plain(gradient, "jvp")
+    fun = gradient.fun
+    params = _positional(fun)
+    wrt = _names(fun, gradient.wrt)
+    active = _differentiated(fun, params, primals, tangents)
+    for w in wrt:
+        if w not in active:
+            raise SymdiffError(f"jvp of grad({fun.__qualname__}): {w} is not a float "
+                               "argument; it cannot be differentiated")
+    tf = tangent_function(fun, active, returns="tangent")
+    n = len(tf.params) - len(active)
+    slots = [params.index(w) for w in wrt] + [n + active.index(w) for w in wrt]
+    from .api import Gradient
+
+    inner = _gradient_of(tf, tuple(slots))
+    t = [tangents[params.index(a)] for a in active]
+    out = inner(*primals, *t)
+    k = len(wrt)
+    dots, values = out[:k], out[k:]
+    if gradient.as_tuple:
+        return tuple(values), tuple(dots)
+    assert isinstance(gradient, Gradient)
+    return values[0], dots[0]
+
+
+def _plain(gradient, what):
+    if gradient.with_value or gradient.has_aux:
+        raise SymdiffError(f"{what} of value_and_grad or of a gradient with has_aux is not "
+                           f"supported; take {what} of grad(f) (without has_aux)")
+
+
+_GRADIENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _gradient_of(tf: TangentFunction, slots: tuple[int, ...]):
+    """The gradient (a ``Gradient``) of a tangent program with respect to ``slots``."""
+    from .api import Gradient
+
+    per = _GRADIENTS.setdefault(tf.fn, {})
+    g = per.get(slots)
+    if g is None:
+        g = per[slots] = _Refreshing(Gradient(tf.fn, slots, as_tuple=True), tf)
+    return g
+
+
+class _Refreshing:
+    """A gradient of a tangent program, which reads the module data afresh first."""
+
+    def __init__(self, gradient, tf):
+        self.gradient = gradient
+        self.tf = tf
+
+    def __call__(self, *args):
+        for name, get in self.tf._refresh:
+            self.tf.fn.__globals__[name] = get()
+        return self.gradient(*args)
+
+
+# --- grad of a gradient ---
+
+
+def second(gradient, wrt, with_value, as_tuple, has_aux):
+    """``grad(grad(f, wrt=w), wrt=...)``: the gradient of ``df_dw``, the tangent program of
+    f along the scalar parameter w with its tangent fixed to 1 (a function of f's own
+    parameters, which returns df/dw)."""
+    from .api import Gradient
+
+    _plain(gradient, "grad")
+    if has_aux:
+        raise SymdiffError("grad(grad(f), has_aux=True) is not supported: take has_aux "
+                           "off the outer grad")
+    if gradient.as_tuple:
+        raise SymdiffError(f"grad of grad({gradient.fun.__qualname__}, wrt={gradient.wrt}): "
+                           "a gradient with respect to a tuple returns a tuple, not a "
+                           "scalar; use hessian(f, wrt=...) for every second derivative")
+    fun = gradient.fun
+    (w,) = _names(fun, gradient.wrt)
+    name = f"d{fun.__name__}_d{w}"
+    tf = tangent_function(fun, (w,), {w: "1.0"}, "tangent", name=name)
+    # (A scalar w alone: along an array's ones, the tangent would be a sum of partials.)
+    message = (f"grad of grad({fun.__qualname__}) with respect to {w}: grad({fun.__qualname__}) "
+               f"must give a scalar, but {w} has shape {{shape}}; use hessian"
+               f"({fun.__qualname__}) for the second derivatives of an array parameter")
+    return Gradient(tf.fn, wrt, with_value, as_tuple, False,
+                    scalar=(_positional(fun).index(w), message))
+
+
+# --- jacobian and hessian ---
+
+
+class Jacobian:
+    """``jacobian(f, wrt)(*args)``: the derivatives of every entry of f's value, shaped
+    ``value.shape + param.shape`` (JAX's layout); for a tuple ``wrt``, a tuple of such.
+
+    Columns come from tangents (one tangent sweep per entry of the parameters) or rows
+    from gradients (one reverse sweep per entry of the value), whichever are fewer. The
+    Jacobian of a gradient ``grad(f)`` is a Hessian (see ``hessian``).
+    """
+
+    def __init__(self, fun, wrt, as_tuple):
+        self.fun = fun
+        self.wrt = wrt
+        self.as_tuple = as_tuple
+
+    def __repr__(self):
+        return f"<symdiff jacobian of {getattr(self.fun, '__qualname__', self.fun)} " \
+               f"wrt {self.wrt}>"
+
+    def __call__(self, *args):
+        from .api import Gradient
+
+        if isinstance(self.fun, Gradient):
+            return _hessian_blocks(self.fun, self.wrt, self.as_tuple, args)
+        fun = self.fun
+        params = _positional(fun)
+        wrt = _names(fun, self.wrt)
+        for w in wrt:
+            if not _floating(args[params.index(w)]):
+                raise SymdiffError(f"jacobian of {fun.__qualname__} with respect to {w}: "
+                                   f"{w} is {kinds.kind(args[params.index(w)])}, not a float")
+        value = fun(*args)
+        sizes = [np.size(args[params.index(w)]) for w in wrt]
+        if sum(sizes) <= max(np.size(value), 1):
+            blocks = self._forward(fun, params, wrt, args, value)
+        else:
+            blocks = self._reverse(fun, params, wrt, args, value)
+        return tuple(blocks) if self.as_tuple else blocks[0]
+
+    def _forward(self, fun, params, wrt, args, value):
+        tf = tangent_function(fun, wrt)
+        blocks = []
+        for w in wrt:
+            x = args[params.index(w)]
+            block = np.zeros(np.shape(value) + np.shape(x))
+            zeros = [np.zeros(np.shape(args[params.index(v)])) for v in wrt]
+            for j in np.ndindex(*np.shape(x)):
+                t = list(zeros)
+                e = np.zeros(np.shape(x))
+                e[j] = 1.0
+                t[wrt.index(w)] = e
+                _, dot = tf(*args, *t)
+                block[(...,) + j] = dot
+            blocks.append(block)
+        return blocks
+
+    def _reverse(self, fun, params, wrt, args, value):
+        from .api import Gradient
+
+        g = _contracted(fun, len(params))
+        grad = Gradient(g, tuple(params.index(w) for w in wrt), as_tuple=True)
+        blocks = [np.zeros(np.shape(value) + np.shape(args[params.index(w)])) for w in wrt]
+        for i in np.ndindex(*np.shape(value)):
+            u = np.zeros(np.shape(value))
+            u[i] = 1.0
+            for block, row in zip(blocks, grad(*args, u), strict=True):
+                block[i] = row
+        return blocks
+
+
+_CONTRACTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _contracted(fun, n):
+    """``def <f>_along(params..., _u): return np.sum(f(params...) * _u)``: a scalar
+    function whose gradient is a vector-Jacobian product of f (its rows, one ``_u`` a
+    basis vector at a time); f is called as a helper, and symdiff inlines it."""
+    found = _CONTRACTED.get(fun)
+    if found is not None:
+        return found
+    from .compile import compile_source
+
+    params = _positional(fun)[:n]
+    u = "_u"
+    while u in params:
+        u += "_"
+    name = f"{fun.__name__}_along"
+    args = ", ".join(params)
+    source = (f"def {name}({args}, {u}):\n"
+              f'    """<{fun.__name__}(...), {u}>: its gradient is a row of the Jacobian."""\n'
+              f"    return _np.sum({fun.__name__}({args}) * {u})\n")
+    fn, _ = compile_source(source, name, {fun.__name__: fun}, "_np")
+    _CONTRACTED[fun] = fn
+    return fn
+
+
+def _hessian_blocks(gradient, wrt, as_tuple, args):
+    """The Jacobian of ``grad(f, wrt=W)`` with respect to ``wrt``: block (a, b) holds
+    d(df/da)/db, shaped ``a.shape + b.shape``, a column at a time: the gradient in a of
+    the tangent program of f along b, at each basis vector of b."""
+    _plain(gradient, "jacobian")
+    fun = gradient.fun
+    params = _positional(fun)
+    outer = _names(fun, gradient.wrt)
+    inner = _names(fun, wrt)
+    for w in (*outer, *inner):
+        if not _floating(args[params.index(w)]):
+            raise SymdiffError(f"hessian of {fun.__qualname__} with respect to {w}: {w} is "
+                               f"{kinds.kind(args[params.index(w)])}, not a float")
+    blocks = {}
+    for b in inner:
+        tf = tangent_function(fun, (b,), returns="tangent")
+        n = len(tf.params) - 1
+        g = _gradient_of(tf, tuple(params.index(a) for a in outer))
+        xb = args[params.index(b)]
+        for a in outer:
+            blocks[a, b] = np.zeros(np.shape(args[params.index(a)]) + np.shape(xb))
+        for j in np.ndindex(*np.shape(xb)):
+            e = np.zeros(np.shape(xb))
+            e[j] = 1.0
+            column = g(*args[:n], e)
+            for a, c in zip(outer, column, strict=True):
+                blocks[a, b][(...,) + j] = c
+    rows = [tuple(blocks[a, b] for b in inner) if as_tuple else blocks[a, inner[0]]
+            for a in outer]
+    return tuple(rows) if gradient.as_tuple else rows[0]
+
+
+def jacobian(fun=None, wrt=0):
+    """The Jacobian of ``fun`` with respect to ``wrt`` (a name or position, or a tuple of
+    them): ``jacobian(f)(*args)`` has shape ``f(*args).shape + param.shape``, as JAX's
+    ``jacobian``; a tuple ``wrt`` gives a tuple, one per parameter.
+
+    >>> import numpy as np
+    >>> from symdiff import jacobian
+    >>> def f(x):
+    ...     return x ** 2
+    >>> jacobian(f)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    """
+    from .api import _normalize_wrt
+
+    wrt, as_tuple = _normalize_wrt(wrt)
+    if fun is None:
+        return lambda f: Jacobian(f, wrt, as_tuple)
+    return Jacobian(fun, wrt, as_tuple)
+
+
+def hessian(fun=None, wrt=0):
+    """The Hessian of a scalar function: ``hessian(f)(*args)`` has shape ``param.shape +
+    param.shape``; for a tuple ``wrt``, nested tuples ``H[i][j]`` of shape
+    ``wrt[i].shape + wrt[j].shape`` (JAX's layout). It is the Jacobian of the gradient,
+    made a column at a time by reverse over forward mode (Hessian-vector products).
+
+    >>> import numpy as np
+    >>> from symdiff import hessian
+    >>> def f(x):
+    ...     return x[0] ** 2 * x[1]
+    >>> hessian(f)(np.array([1.0, 3.0]))
+    array([[6., 2.],
+           [2., 0.]])
+    """
+    from .api import _normalize_wrt, grad
+
+    wrt, as_tuple = _normalize_wrt(wrt)
+    if fun is None:
+        return lambda f: hessian(f, wrt if as_tuple else wrt[0])
+    return Jacobian(grad(fun, wrt if as_tuple else wrt[0]), wrt, as_tuple)
