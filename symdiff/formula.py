@@ -83,23 +83,10 @@ class Formula:
         """
         if not self.closed:
             return f"{self.name}: {self.note()}"
-        printer = PrettyPrinter({"use_unicode": unicode, "wrap_line": False})
         d = "∂" if unicode else "d"
         rows = [(f"{self.name}({', '.join(self.params)}) = ", self.value)]
         rows += [(f"{d}{self.name}/{d}{p} = ", e) for p, e in self.partials]
-        blocks = []
-        # The printer's forms consult a global flag for their symbols (the product dot).
-        previous = pretty_use_unicode(unicode)
-        try:
-            for label, expr in rows:
-                form = prettyForm(*prettyForm(label).right(printer._print(
-                    _display(expr, self.params))))
-                blocks.append("\n".join(line.rstrip() for line in form.render(
-                    wrap_line=False).splitlines()))
-        finally:
-            pretty_use_unicode(previous)
-        # One-line formulas sit one to a line; 2-D ones are set apart by blank lines.
-        return ("\n\n" if any("\n" in b for b in blocks) else "\n").join(blocks)
+        return _pretty_rows(rows, self.params, unicode)
 
     def latex(self) -> str:
         """One LaTeX equation per line: the function, then each partial derivative.
@@ -143,18 +130,183 @@ def formula(ir: IR, max_ops: int = MAX_OPS) -> Formula:
                        f"SymPy could not form it: {type(e).__name__}")
 
 
+@dataclass(frozen=True)
+class HessianFormula:
+    """A function's value and second partial derivatives as SymPy expressions.
+
+    ``entries`` holds ``((a, b), d2f/da db)``; a mixed partial is held (and printed)
+    once, as ``(a, b)`` in the order of the rows then columns, since d2f/da db and
+    d2f/db da are the same expression. ``reason`` as in ``Formula``.
+    """
+
+    name: str
+    params: tuple[str, ...]
+    value: sp.Expr | None
+    entries: tuple[tuple[tuple[str, str], sp.Expr], ...]
+    reason: str = ""
+
+    @property
+    def closed(self) -> bool:
+        return not self.reason
+
+    def pretty(self, unicode: bool = True) -> str:
+        """The function, then each second partial derivative, in SymPy's pretty print.
+
+        >>> import sympy as sp
+        >>> x, y = sp.symbols("x y", real=True)
+        >>> h = HessianFormula("f", ("x", "y"), y*sp.sin(x), ((("x", "x"), -y*sp.sin(x)),
+        ...                    (("x", "y"), sp.cos(x)), (("y", "y"), sp.S.Zero)))
+        >>> print(h.pretty(unicode=False))
+        f(x, y) = y*sin(x)
+        d^2f/dx^2 = -y*sin(x)
+        d^2f/dx dy = cos(x)
+        d^2f/dy^2 = 0
+        """
+        if not self.closed:
+            return f"{self.name}: {self.note()}"
+        f = self.name
+        rows = [(f"{f}({', '.join(self.params)}) = ", self.value)]
+        for (a, b), e in self.entries:
+            if unicode:
+                label = f"∂²{f}/∂{a}²" if a == b else f"∂²{f}/∂{a}∂{b}"
+            else:
+                label = f"d^2{f}/d{a}^2" if a == b else f"d^2{f}/d{a} d{b}"
+            rows.append((label + " = ", e))
+        return _pretty_rows(rows, self.params, unicode)
+
+    def latex(self) -> str:
+        """One LaTeX equation per line: the function, then each second partial derivative.
+
+        >>> import sympy as sp
+        >>> x = sp.Symbol("x", real=True)
+        >>> print(HessianFormula("f", ("x",), sp.sin(x), ((("x", "x"), -sp.sin(x)),)).latex())
+        f(x) = \\sin{\\left(x \\right)}
+        \\frac{\\partial^{2} f}{\\partial x^{2}} = - \\sin{\\left(x \\right)}
+        """
+        if not self.closed:
+            return f"% {self.name}: {self.note()}"
+        f = _latex_name(self.name)
+        args = ", ".join(sp.latex(symbol(p)) for p in self.params)
+        lines = [f"{f}({args}) = {sp.latex(_display(self.value, self.params))}"]
+        for (a, b), e in self.entries:
+            da, db = sp.latex(symbol(a)), sp.latex(symbol(b))
+            below = rf"\partial {da}^{{2}}" if a == b else rf"\partial {da} \partial {db}"
+            lines.append(rf"\frac{{\partial^{{2}} {f}}}{{{below}}} = "
+                         + sp.latex(_display(e, self.params)))
+        return "\n".join(lines)
+
+    def note(self) -> str:
+        """What is said of a function whose Hessian has no closed formula."""
+        return f"not a closed formula ({self.reason}); shown as a program"
+
+
+def hessian(ir: IR, columns: tuple[str, ...] | None = None,
+            max_ops: int = MAX_OPS) -> HessianFormula:
+    """The closed formulas of ``ir``'s second derivatives: d2f/da db for each a in
+    ``ir.wrt`` and b in ``columns`` (default ``ir.wrt``: the Hessian). ``stop_gradient``
+    is a constant at every order, as in the programs.
+
+    >>> from symdiff.lower import lower
+    >>> from symdiff.parse import parse
+    >>> def f(x, y):
+    ...     return x ** 3 * y
+    >>> hessian(lower(parse(f), ("x", "y"))).entries
+    ((('x', 'x'), 6*x*y), (('x', 'y'), 3*x**2), (('y', 'y'), 0))
+    """
+    params = tuple(ir.params)
+    try:
+        value = _value(ir, max_ops)
+        if isinstance(value, str):
+            return HessianFormula(ir.name, params, None, (), value)
+        entries, shown = [], set()
+        for a in ir.wrt:
+            for b in (ir.wrt if columns is None else columns):
+                if (b, a) in shown:
+                    continue
+                shown.add((a, b))
+                d = sp.diff(value, symbol(a), symbol(b))
+                if sp.count_ops(d) > max_ops:
+                    return HessianFormula(ir.name, params, None, (), (
+                        f"the second derivative in {a} and {b} has more than {max_ops} "
+                        "operations"))
+                entries.append(((a, b), _simplify(d)))
+    except Exception as e:  # noqa: BLE001 - only a display: never a SymPy traceback
+        return HessianFormula(ir.name, params, None, (),
+                              f"SymPy could not form it: {type(e).__name__}")
+    return HessianFormula(ir.name, params, value, tuple(entries))
+
+
+def hessian_formula(fun, wrt=0, columns=None) -> HessianFormula:
+    """The Hessian of the Python function ``fun`` in ``wrt`` (a parameter name or
+    position, or a tuple of them) as closed formulas; ``columns``: other parameters for
+    the columns (the Jacobian of ``grad(fun, wrt)`` in them), by default ``wrt``.
+
+    >>> import numpy as np
+    >>> from symdiff import stop_gradient
+    >>> def f(x, y):
+    ...     return np.sin(x) * y + x * stop_gradient(x)
+    >>> print(hessian_formula(f, ("x", "y")).pretty(unicode=False))
+    f(x, y) = x*stop_gradient(x) + y*sin(x)
+    d^2f/dx^2 = -y*sin(x)
+    d^2f/dx dy = cos(x)
+    d^2f/dy^2 = 0
+    """
+    from .lower import lower
+    from .parse import parse
+
+    rows = tuple(wrt) if isinstance(wrt, (tuple, list)) else (wrt,)
+    parsed = parse(fun)
+    ir = lower(parsed, rows)
+    if columns is not None:
+        columns = tuple(columns) if isinstance(columns, (tuple, list)) else (columns,)
+        columns = lower(parsed, columns).wrt
+    return hessian(ir, columns)
+
+
+def _pretty_rows(rows, params, unicode) -> str:
+    """``(label, expr)`` rows as ``label expr`` in SymPy's 2-D pretty print: one-line
+    ones one to a line, 2-D ones set apart by blank lines."""
+    printer = PrettyPrinter({"use_unicode": unicode, "wrap_line": False})
+    blocks = []
+    # The printer's forms consult a global flag for their symbols (the product dot).
+    previous = pretty_use_unicode(unicode)
+    try:
+        for label, expr in rows:
+            form = prettyForm(*prettyForm(label).right(printer._print(
+                _display(expr, params))))
+            blocks.append("\n".join(line.rstrip() for line in form.render(
+                wrap_line=False).splitlines()))
+    finally:
+        pretty_use_unicode(previous)
+    return ("\n\n" if any("\n" in b for b in blocks) else "\n").join(blocks)
+
+
 def _formula(ir: IR, max_ops: int) -> Formula:
     params = tuple(ir.params)
 
     def give_up(reason):
         return Formula(ir.name, params, None, (), reason)
 
+    value = _value(ir, max_ops)
+    if isinstance(value, str):
+        return give_up(value)
+    partials = []
+    for p in ir.wrt:
+        d = sp.diff(value, symbol(p))
+        if sp.count_ops(d) > max_ops:
+            return give_up(f"the derivative in {p} has more than {max_ops} operations")
+        partials.append((p, _simplify(d)))
+    return Formula(ir.name, params, value, tuple(partials))
+
+
+def _value(ir: IR, max_ops: int) -> sp.Expr | str:
+    """``ir``'s value as one expression of its parameters, or why it has none."""
     env: dict[sp.Symbol, sp.Expr] = {}
     namespace = ir.parsed.namespace
     for eqn in ir.eqns:
         if not isinstance(eqn, Eqn):
             line = getattr(eqn, "line", "?")
-            return give_up(f"it has control flow at line {line}")
+            return f"it has control flow at line {line}"
         if eqn.kind == "assert":
             continue
         if eqn.kind == "elementwise":
@@ -165,20 +317,13 @@ def _formula(ir: IR, max_ops: int) -> Formula:
             value = _to_sympy(eqn.code, env, namespace)
         elif eqn.kind == "array":
             what = eqn.op.names[0] if eqn.op is not None else "an array operation"
-            return give_up(f"{what} at line {eqn.line} is an array operation")
+            return f"{what} at line {eqn.line} is an array operation"
         else:
-            return give_up(f"line {eqn.line} is not elementwise")
+            return f"line {eqn.line} is not elementwise"
         if sp.count_ops(value) > max_ops:
-            return give_up(f"it has more than {max_ops} operations")
+            return f"it has more than {max_ops} operations"
         env[symbol(eqn.out)] = value
-    value = _exact(symbol(ir.result).xreplace(env))
-    partials = []
-    for p in ir.wrt:
-        d = sp.diff(value, symbol(p))
-        if sp.count_ops(d) > max_ops:
-            return give_up(f"the derivative in {p} has more than {max_ops} operations")
-        partials.append((p, _simplify(d)))
-    return Formula(ir.name, params, value, tuple(partials))
+    return _exact(symbol(ir.result).xreplace(env))
 
 
 def _exact(expr):
