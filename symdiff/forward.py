@@ -158,7 +158,7 @@ class _Forward:
                 continue
             if partial.has(sp.Derivative, sp.Subs):
                 raise self._refuse(eqn.code, "forward mode: this has no closed derivative "
-                                   "here", "a function of the rules table")
+                                   "here", "a function of the rules table", eqn.line)
             if not eqn.expr.is_Atom:
                 partial = reuse_value(partial, eqn.expr, symbol(eqn.out))
             terms.append(sp.factor_terms(partial) * symbol(self.tangent(a)))
@@ -204,8 +204,8 @@ class _Forward:
             template = getattr(op, "jvp", {}).get(param)
             if not template:
                 raise self._refuse(eqn.code, f"forward mode through {op.names[0]} (in "
-                                   f"{param}) is not supported yet",
-                                   "grad (reverse mode) differentiates it")
+                               f"{param}) is not supported yet",
+                               "grad (reverse mode) differentiates it", eqn.line)
             parts.append(template.format(t=self.dot[name], out=eqn.out, np=self.np,
                                          i=position, **fields))
         return " + ".join(f"({p})" for p in parts) or None
@@ -254,9 +254,11 @@ class _Forward:
                   else f"while {ast.unparse(item.header)}:")
         return out + [header] + ["    " + line for line in body or ["pass"]]
 
-    def _refuse(self, node, message, hint) -> SymdiffError:
+    def _refuse(self, node, message, hint, line=None) -> SymdiffError:
         if getattr(node, "lineno", None) is None:
-            node = self.ir.parsed.node
+            # (code lowering made: at the first expression of its line in the source)
+            node = next((n for n in ast.walk(self.ir.parsed.node) if isinstance(n, ast.expr)
+                         and getattr(n, "lineno", None) == line), self.ir.parsed.node)
         return SymdiffError(problems=(self.ir.parsed.source.problem(node, message, hint),))
 
 

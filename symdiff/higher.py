@@ -30,37 +30,62 @@ _TANGENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class TangentFunction:
-    """A generated tangent program: ``fn`` (compiled) and its ``source``."""
+    """A generated tangent program: ``fn`` (compiled) and its ``source``; ``params`` are
+    the function's own parameters, then the tangents it takes (``tangents``: whose)."""
 
-    def __init__(self, fn, source, params, tangents, refresh):
-        self.fn = fn
-        self.source = source
+    def __init__(self, built, params, tangents):
+        self.built = built
+        self.fn = built.fn
+        self.source = built.source
         self.params = params
         self.tangents = tangents
-        self._refresh = refresh
+
+    def ready(self) -> bool:
+        """Whether the program still fits (no helper it inlined was redefined since); if
+        so, the module data it reads is read afresh, as a call of the function would."""
+        from .build import _remade
+
+        built = self.built
+        if any(get() is not fn or _remade(fn, made) for get, fn, made in built.guards):
+            return False
+        for name, get in built.refresh:
+            built.globals[name] = get()
+        return True
 
     def __call__(self, *args):
-        for name, get in self._refresh:  # module data, read afresh as the function would
-            self.fn.__globals__[name] = get()
+        self.ready()
         return self.fn(*args)
 
 
 def tangent_function(fun, wrt: tuple[str, ...], seeds: dict[str, str] | None = None,
                      returns: str = "both", name: str = "") -> TangentFunction:
     """The tangent program of ``fun`` along the parameters ``wrt`` (names), compiled and
-    kept per function and options. ``seeds`` fixes some tangents (``{"x": "1.0"}``)."""
-    key = (wrt, tuple(sorted((seeds or {}).items())), returns, name,
-           getattr(fun, "__code__", None))
+    kept per function and options, in memory and on disk (as gradients are: ``build``).
+    ``seeds`` fixes some tangents (``{"x": "1.0"}``)."""
+    seeds = tuple(sorted((seeds or {}).items()))
+    key = (wrt, seeds, returns, name, getattr(fun, "__code__", None))
     try:
         per_fn = _TANGENTS.setdefault(fun, {})
     except TypeError:
         per_fn = {}
     found = per_fn.get(key)
-    if found is not None:
+    if found is not None and found.ready():
         return found
-    from .build import _refreshers, _without_default_code
+    found = per_fn[key] = _tangent_built(fun, wrt, dict(seeds), returns, name)
+    return found
+
+
+def _tangent_built(fun, wrt, seeds, returns, name) -> TangentFunction:
+    from . import cache
+    from .build import _Built, _defaults, _from_entry, _guards, _refreshers, _without_default_code
+
+    options = ("tangent program", wrt, sorted(seeds.items()), returns, name)
+    entry = cache.load(fun, options)
+    built = _from_entry(fun, entry) if entry is not None else None
+    if built is not None and isinstance(entry.get("params"), list):
+        return TangentFunction(built, tuple(entry["params"]), tuple(entry["tangents"]))
+
     from .compile import compile_source
-    from .floats import on_floats  # noqa: F401  (SymPy is imported by the build)
     from .forward import tangent_program
     from .lower import lower
     from .parse import parse
@@ -77,11 +102,18 @@ def tangent_function(fun, wrt: tuple[str, ...], seeds: dict[str, str] | None = N
                            f"{parsed.name} ({type(e).__name__}: {e}); this is a bug in "
                            "symdiff, please report it with the function's source") from None
     names = {n: obj for n, obj, _ in ir.globals}
-    fn, _ = compile_source(program.source, program.name, names, ir.np_alias)
-    fn.__defaults__ = getattr(fun, "__defaults__", None)
-    found = per_fn[key] = TangentFunction(fn, program.source, program.params,
-                                          program.tangents, _refreshers(ir.data_globals))
-    return found
+    fn, globs = compile_source(program.source, program.name, names, ir.np_alias)
+    _defaults(fn, fun)
+    helpers = [(cache.where(c, fun), n, cache.identity(h)) for c, n, h in ir.guards]
+    if all(h is not None for _, _, h in helpers):
+        cache.store(fun, options, {
+            "name": program.name, "np_alias": ir.np_alias, "source": program.source,
+            "names": [(n, cache.where(c, fun)) for n, _, c in ir.globals],
+            "data": [(n, cache.where(c, fun)) for n, c in ir.data_globals],
+            "helpers": helpers, "params": list(program.params),
+            "tangents": list(program.tangents)})
+    built = _Built(fn, program.source, globs, _refreshers(ir.data_globals), _guards(ir.guards))
+    return TangentFunction(built, program.params, program.tangents)
 
 
 def _positional(fun) -> tuple[str, ...]:
@@ -250,8 +282,7 @@ class _Refreshing:
         self.tf = tf
 
     def __call__(self, *args):
-        for name, get in self.tf._refresh:
-            self.tf.fn.__globals__[name] = get()
+        self.tf.ready()
         return self.gradient(*args)
 
 

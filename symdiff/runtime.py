@@ -202,7 +202,8 @@ def _check_scalar(value, name):
         return
     raise SymdiffError(
         f"{name} returned an array of shape {np.shape(value)}; a gradient needs a scalar "
-        "output: reduce it first (np.sum, np.mean) or differentiate each element"
+        "output: reduce it first (np.sum, np.mean), or take jacobian(f) for the "
+        "derivatives of every element"
     )
 
 
