@@ -21,6 +21,7 @@ from sympy.printing.pretty.pretty_symbology import pretty_use_unicode
 from sympy.printing.pretty.stringpict import prettyForm
 
 from . import rules
+from .errors import SymdiffError
 from .ir import IR, Eqn, symbol
 from .parse import MISSING
 from .runtime import stop_gradient as _stop_gradient_fn
@@ -263,6 +264,34 @@ def hessian_formula(fun, wrt=0, columns=None) -> HessianFormula:
     return hessian(ir, columns)
 
 
+def of_jacobian(jacobian) -> HessianFormula:
+    """The closed formulas of ``jacobian`` (a ``higher.Jacobian``) when it is a Hessian
+    (the Jacobian of a gradient: ``hessian(f)``), for its ``math()`` and ``latex()``."""
+    from .api import Gradient
+
+    gradient = jacobian.fun
+    if not isinstance(gradient, Gradient):
+        name = getattr(gradient, "__qualname__", repr(gradient))
+        raise SymdiffError(f"math() and latex() are for hessians (hessian(f), the Jacobian "
+                           f"of grad(f)); jacobian({name}) is the Jacobian of a function: "
+                           f"grad({name}).math() prints first derivatives")
+    return hessian_formula(gradient.fun, gradient.wrt, jacobian.wrt)
+
+
+def hessian_program(jacobian) -> str:
+    """The source of the program a Hessian is computed with: the gradient, in the
+    gradient's parameters, of the tangent program along ``jacobian.wrt`` (a
+    Hessian-vector product: column j of the Hessian at the j-th basis tangent)."""
+    from .higher import _gradient_of, _names, _positional, tangent_function
+
+    gradient = jacobian.fun
+    fun = gradient.fun
+    params = _positional(fun)
+    tf = tangent_function(fun, _names(fun, jacobian.wrt), returns="tangent")
+    return _gradient_of(tf, tuple(params.index(a) for a in _names(fun, gradient.wrt))
+                        ).gradient.source
+
+
 def _pretty_rows(rows, params, unicode) -> str:
     """``(label, expr)`` rows as ``label expr`` in SymPy's 2-D pretty print: one-line
     ones one to a line, 2-D ones set apart by blank lines."""
@@ -301,7 +330,8 @@ def _formula(ir: IR, max_ops: int) -> Formula:
 
 def _value(ir: IR, max_ops: int) -> sp.Expr | str:
     """``ir``'s value as one expression of its parameters, or why it has none."""
-    env: dict[sp.Symbol, sp.Expr] = {}
+    # (A parameter is itself, whatever a global of the same name holds.)
+    env: dict[sp.Symbol, sp.Expr] = {symbol(p): symbol(p) for p in ir.params}
     namespace = ir.parsed.namespace
     for eqn in ir.eqns:
         if not isinstance(eqn, Eqn):

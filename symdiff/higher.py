@@ -386,6 +386,68 @@ class Jacobian:
                 block[i] = row
         return blocks
 
+    # --- a Hessian's closed formulas (symdiff.formula) and notebook display ---
+
+    def math(self, unicode: bool = True) -> str:
+        """A Hessian's second partial derivatives as closed formulas, pretty-printed by
+        SymPy, each mixed one once (d2f/dx dy, which is d2f/dy dx); for a function with
+        array operations or control flow (or a large formula), a line saying it is not a
+        closed formula. Only for a Hessian (the Jacobian of a gradient).
+
+        >>> import numpy as np
+        >>> from symdiff import hessian
+        >>> def f(x, y):
+        ...     return np.sin(x) * y
+        >>> print(hessian(f, wrt=("x", "y")).math(unicode=False))
+        f(x, y) = y*sin(x)
+        d^2f/dx^2 = -y*sin(x)
+        d^2f/dx dy = cos(x)
+        d^2f/dy^2 = 0
+        """
+        from .formula import of_jacobian
+
+        return of_jacobian(self).pretty(unicode)
+
+    def latex(self) -> str:
+        """The same formulas as ``math()``, in LaTeX, one equation per line (or a LaTeX
+        comment saying the Hessian is not a closed formula).
+
+        >>> from symdiff import hessian
+        >>> def f(x):
+        ...     return 3.0 * x ** 3
+        >>> print(hessian(f).latex())
+        f(x) = 3 x^{3}
+        \\frac{\\partial^{2} f}{\\partial x^{2}} = 18 x
+        """
+        from .formula import of_jacobian
+
+        return of_jacobian(self).latex()
+
+    def _repr_latex_(self):
+        # As Gradient's: None (not a Hessian, or no closed formula) falls back to the
+        # Markdown, or to the repr.
+        from .api import Gradient
+        from .formula import of_jacobian
+
+        if not isinstance(self.fun, Gradient):
+            return None
+        f = of_jacobian(self)
+        return Gradient._aligned(f.latex()) if f.closed else None
+
+    def _repr_markdown_(self):
+        from .api import Gradient
+        from .formula import hessian_program, of_jacobian
+
+        if not isinstance(self.fun, Gradient):
+            return None
+        f = of_jacobian(self)
+        head = Gradient._aligned(f.latex()) if f.closed else f"*{f.name}: {f.note()}:*"
+        try:
+            program = f"```python\n{hessian_program(self)}```"
+        except SymdiffError as e:  # (no tangent program for it)
+            program = f"```text\n{e}\n```"
+        return f"{head}\n\n{program}\n"
+
 
 _CONTRACTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

@@ -8,8 +8,9 @@ import pytest
 import sympy as sp
 from gradcheck import live, load, run, write
 
-from symdiff import grad
-from symdiff.formula import MAX_OPS, StopGradient, _display, formula
+from symdiff import grad, hessian, jacobian
+from symdiff.errors import SymdiffError
+from symdiff.formula import MAX_OPS, StopGradient, _display, formula, hessian_formula
 from symdiff.ir import symbol
 from symdiff.lower import lower
 from symdiff.parse import MISSING, FunctionSource, parse
@@ -49,6 +50,9 @@ def chain(x, y, z):
 
 def masked(x):
     return x * (x > 0)
+
+def sg_product(x, y):
+    return x * sg(x) * y
 ''')
 
 x, y = symbol("x"), symbol("y")
@@ -117,6 +121,94 @@ def test_gradient_of_array_code_is_shown_as_a_program():
                         "operation); shown as a program")
     assert g._repr_latex_() is None
     assert g._repr_markdown_() == (f"*{g.math()}:*\n\n```python\n{g.source}```\n")
+
+
+# --- second derivatives: hessian(f).math() ---
+
+
+def test_hessian_math_and_latex_print_each_mixed_partial_once():
+    h = hessian(M.smooth, wrt=("x", "y"))
+    text = h.math(unicode=False)
+    assert [line.split(" = ")[0] for line in text.splitlines() if " = " in line] == [
+        "smooth(x, y)", "d^2smooth/dx^2", "d^2smooth/dx dy", "d^2smooth/dy^2"]
+    assert "∂²smooth/∂x∂y = " in h.math() and "∂²smooth/∂y² = " in h.math()
+    assert h.latex().splitlines()[2].startswith(
+        "\\frac{\\partial^{2} \\operatorname{smooth}}{\\partial x \\partial y} = ")
+
+
+def test_hessian_formulas_exact_text():
+    def f(x, y):  # (y is also a global of this module: the parameter is meant)
+        return np.sin(x) * y ** 3
+
+    assert hessian(f, wrt=("x", "y")).latex() == "\n".join([
+        "f(x, y) = y^{3} \\sin{\\left(x \\right)}",
+        "\\frac{\\partial^{2} f}{\\partial x^{2}} = - y^{3} \\sin{\\left(x \\right)}",
+        "\\frac{\\partial^{2} f}{\\partial x \\partial y} = 3 y^{2} \\cos{\\left(x \\right)}",
+        "\\frac{\\partial^{2} f}{\\partial y^{2}} = 6 y \\sin{\\left(x \\right)}"])
+    assert hessian(f, wrt="x").math(unicode=False) == "\n\n".join([
+        "           3\nf(x, y) = y *sin(x)", "              3\nd^2f/dx^2 = -y *sin(x)"])
+
+
+def test_hessian_formulas_are_the_hessian_the_program_computes():
+    h = hessian_formula(M.smooth, ("x", "y"))
+    at = {x: 0.3, y: -0.7, symbol("RATE"): M.RATE}
+    numbers = hessian(M.smooth, wrt=("x", "y"))(0.3, -0.7)
+    for (a, b), e in h.entries:
+        i, j = "xy".index(a), "xy".index(b)
+        assert abs(float(e.subs(at)) - float(numbers[i][j])) < 1e-12
+
+
+def test_stop_gradient_is_a_constant_at_second_order():
+    h = hessian(M.sg_product, wrt=("x", "y"))
+    assert h.math(unicode=False) == ("sg_product(x, y) = x*y*stop_gradient(x)\n"
+                                     "d^2sg_product/dx^2 = 0\n"
+                                     "d^2sg_product/dx dy = stop_gradient(x)\n"
+                                     "d^2sg_product/dy^2 = 0")
+    assert hessian_formula(M.stopped, "x").entries == ((("x", "x"), 0),)
+
+
+def test_a_block_of_mixed_partials():
+    block = jacobian(grad(M.sg_product, wrt="x"), wrt="y")
+    assert block.math(unicode=False).splitlines()[1:] == [
+        "d^2sg_product/dx dy = stop_gradient(x)"]
+
+
+def test_hessian_of_array_code_is_not_a_closed_formula():
+    h = hessian(M.reduced)
+    note = ("reduced: not a closed formula (np.sum at line 19 is an array operation); shown "
+            "as a program")
+    assert h.math() == note and h.latex() == "% " + note
+    assert h._repr_latex_() is None
+    assert h._repr_markdown_().startswith(f"*{note}:*\n\n```")
+
+
+def test_math_of_a_jacobian_of_a_function_is_refused():
+    with pytest.raises(SymdiffError) as e:
+        jacobian(M.reduced).math()
+    assert str(e.value) == ("math() and latex() are for hessians (hessian(f), the Jacobian "
+                            "of grad(f)); jacobian(reduced) is the Jacobian of a function: "
+                            "grad(reduced).math() prints first derivatives")
+    assert jacobian(M.reduced)._repr_latex_() is None
+
+
+def test_hessian_notebook_display_shows_formulas_and_the_program():
+    h = hessian(M.smooth, wrt=("x", "y"))
+    assert h._repr_latex_().startswith("$$\\begin{aligned}")
+    md = h._repr_markdown_()
+    assert md.startswith(h._repr_latex_()) and "def grad_jvp_smooth(x, y, x_dot, y_dot):" in md
+
+
+def test_hessian_docstring_examples_hold():
+    import doctest
+
+    from symdiff.higher import Jacobian
+
+    for method in (Jacobian.math, Jacobian.latex):
+        finder = doctest.DocTestFinder().find(method, globs={})
+        runner = doctest.DocTestRunner()
+        for test in finder:
+            runner.run(test)
+        assert runner.failures == 0 and runner.tries > 0
 
 
 # --- reading a file without running it ---
