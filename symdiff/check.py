@@ -121,6 +121,122 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0,
         return CheckResult(name, np.nan, "", 0, f"the check raised {type(e).__name__}: {e}")
 
 
+def check_hessian(fn, wrt, shapes=None, points=3, seed=0, namespaces=()) -> CheckResult:
+    """Compare ``symdiff.hessian(fn, wrt)`` with central differences of the gradient
+    ``symdiff.grad(fn, wrt)``, at the random points ``check_gradient`` draws (same seed,
+    same points), each stop_gradient argument frozen at the point: where fn calls
+    stop_gradient there, the gradient program would compute its argument afresh, so the
+    gradient differenced is instead central differences of fn itself (steps of 1e-4, the
+    rounding tolerance widened to ``ROUNDING * eps * |f| / (h1 * h2)``).
+
+    >>> def f(x, y):
+    ...     return x * x * y
+    >>> check_hessian(f, ("x", "y")).ok
+    True
+    """
+    name = getattr(fn, "__name__", "function")
+    rng = np.random.default_rng(seed)
+    frozen = _Frozen(fn, namespaces)
+    signature = inspect.signature(fn)
+    active = tuple(p for p in wrt if not _integer(signature.parameters[p]))
+    if not active:
+        return CheckResult(name, 0.0, "", 0, note="no parameter without an integer or "
+                           "container default to differentiate twice")
+    too_big = _too_big(signature, wrt, shapes or {})
+    if too_big:
+        return CheckResult(name, np.nan, "", 0, too_big)
+    if any(p.kind == p.KEYWORD_ONLY for p in signature.parameters.values()):
+        return CheckResult(name, np.nan, "", 0, "a Hessian takes positional arguments, and "
+                           f"{name} has keyword-only parameters")
+    try:
+        return _compare_hessian(fn, active, shapes, points, rng, frozen, signature)
+    except MemoryError:
+        return CheckResult(name, np.nan, "", 0, "out of memory (MemoryError) with these "
+                           "shapes; give smaller ones with --shape x=3,4")
+    except _Diverged:
+        return CheckResult(name, np.nan, "", 0, "stop_gradient was called a different "
+                           "number of times near the point, so its arguments cannot be "
+                           "frozen")
+    except Exception as e:  # noqa: BLE001 - reported, with what was raised
+        return CheckResult(name, np.nan, "", 0, f"the check raised {type(e).__name__}: {e}")
+
+
+def _compare_hessian(fn, wrt, shapes, points, rng, frozen, signature) -> CheckResult:
+    from . import api, higher
+
+    name = getattr(fn, "__name__", "function")
+    hessian = higher.hessian(fn, wrt=wrt)
+    gradient = api.grad(fn, wrt=wrt)
+    worst, where = 0.0, ""
+    with np.errstate(all="ignore"):
+        for k in range(points):
+            found = _finite_point(fn, signature, wrt, shapes or {}, rng, frozen)
+            if isinstance(found, str):
+                return CheckResult(name, np.nan, "", k, found)
+            values, kinds = found
+            try:
+                blocks = hessian(*values.values())
+            except Exception as e:  # noqa: BLE001 - reported, with what was raised
+                return CheckResult(name, np.nan, "", k, f"the Hessian raised "
+                                   f"{type(e).__name__}: {e}")
+            if frozen.values:  # stop_gradient was called: differences of fn, frozen
+                def grads(vals, kinds=kinds):
+                    return [_central_differences(fn, vals, kinds, a, frozen, 1e-4)
+                            for a in wrt]
+                h = 1e-4
+            else:
+                def grads(vals, kinds=kinds):
+                    args, kwargs = _call_arguments(vals, kinds)
+                    return [(g, 0.0) for g in gradient(*args, **kwargs)]
+                h = 1e-6
+            for j, b in enumerate(wrt):
+                columns = _gradient_differences(grads, values, b, h)
+                for i, a in enumerate(wrt):
+                    got = np.asarray(blocks[i][j], dtype=np.float64)
+                    n, rounding = columns[i]
+                    if got.shape != n.shape:
+                        return CheckResult(name, np.nan, "", k, f"the Hessian's block in "
+                                           f"{a} and {b} has shape {got.shape}, not "
+                                           f"{n.shape}")
+                    scale = np.maximum(1.0, np.maximum(np.abs(got), np.abs(n))) + (
+                        rounding / TOLERANCE)
+                    err = np.abs(got - n) / scale
+                    err = float(np.max(np.where(np.isnan(err), np.inf, err), initial=0.0))
+                    if err > worst or not where:
+                        d = f"d{a}^2" if a == b else f"d{a} d{b}"
+                        worst, where = err, f"d^2{name}/{d} at point {k + 1}"
+    return CheckResult(name, worst, where, points)
+
+
+def _gradient_differences(grads, values, b, h):
+    """Central differences in ``b`` of each gradient ``grads(values)`` gives, with the
+    rounding error they may carry: ``[(block, rounding)]``, block shaped ``a.shape +
+    b.shape``."""
+    x = values[b]
+    flat = np.array(x, dtype=np.float64).reshape(-1)
+    out, rounding = None, None
+    for e in range(flat.size):
+        step = h * max(1.0, abs(flat[e]))
+        sides = []
+        for sign in (1.0, -1.0):
+            moved = flat.copy()
+            moved[e] += sign * step
+            value = float(moved[0]) if np.ndim(x) == 0 else moved.reshape(np.shape(x))
+            sides.append(grads({**values, b: value}))
+        if out is None:
+            out = [np.zeros(np.shape(g) + (flat.size,)) for g, _ in sides[0]]
+            rounding = [np.zeros(np.shape(g) + (flat.size,)) for g, _ in sides[0]]
+        for i, ((plus, r1), (minus, r2)) in enumerate(zip(*sides, strict=True)):
+            plus, minus = np.asarray(plus, float), np.asarray(minus, float)
+            out[i][..., e] = (plus - minus) / (2 * step)
+            size = np.maximum(np.abs(plus), np.abs(minus))
+            # The gradient's rounding, and the error of differences of f (r), over the step.
+            error = ROUNDING * np.finfo(np.float64).eps * size + np.maximum(r1, r2)
+            rounding[i][..., e] = np.where(np.isfinite(error), error / step, 0.0)
+    return [(o.reshape(o.shape[:-1] + np.shape(x)), r.reshape(r.shape[:-1] + np.shape(x)))
+            for o, r in zip(out, rounding, strict=True)]
+
+
 def _too_big(signature, wrt, shapes) -> str:
     """Why a parameter's shape cannot be drawn (negative) or is too large to check (see
     MAX_DIFFERENCED), or ""."""

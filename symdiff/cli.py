@@ -15,6 +15,7 @@ import importlib.machinery
 import importlib.util
 import itertools
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -96,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     wrt = _parse_wrt(opts.wrt, parser)
     shapes = _parse_shapes(opts.shape, parser)
+    if opts.output and opts.order == 2:
+        parser.error("--output writes gradients; it does not write Hessians (--order 2): "
+                     "print their source instead (--format source)")
     if opts.output and _same_file(opts.output, opts.file):
         parser.error(f"--output {opts.output} is FILE itself: it would overwrite the source")
     if opts.output and os.path.isfile(opts.output) and not _exported(opts.output):
@@ -153,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             # (an exported module is called with anything: its build is the generic one)
             ir, source = _build(fs, module, *spec, None if opts.output else shown)
             checked = _kinds(fs.node, shapes, kinds.FLOAT)
-            if opts.check and checked != shown:
+            if opts.check and checked != shown and opts.order == 1:
                 checked = _build(fs, module, *spec, checked)[1]
             else:
                 checked = source
@@ -175,13 +179,18 @@ def main(argv: list[str] | None = None) -> int:
     if opts.format is not None or not (opts.check or opts.output):
         unicode = not opts.ascii and sys.stdout.isatty() and "utf" in (
             getattr(sys.stdout, "encoding", "") or "").lower()
-        text = _render(built, opts.format or "source", unicode)
+        if opts.order == 2:
+            text, failed_here = _render_second(module, built, opts.format or "source",
+                                               unicode, shapes)
+            failed |= failed_here
+        else:
+            text = _render(built, opts.format or "source", unicode)
         if text:
             print(text, end="" if text.endswith("\n") else "\n")
     if opts.output:
         failed |= not _write(module, built, opts.output, argv)
     if opts.check:
-        failed |= not _check(module, built, shapes)
+        failed |= not _check(module, built, shapes, opts.order)
     return 1 if failed else 0
 
 
@@ -265,6 +274,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="the shape of parameter x in --check (repeatable)")
     parser.add_argument("--output", "-o", metavar="OUT.py",
                         help="write the gradients to a module that needs only NumPy")
+    parser.add_argument("--order", type=int, choices=(1, 2), default=1,
+                        help="2: print (or --check) Hessians, the second derivatives, "
+                             "instead of gradients")
+    parser.add_argument("--hessian", dest="order", action="store_const", const=2,
+                        help="the same as --order 2")
     return parser
 
 
@@ -408,6 +422,108 @@ def _render(built, fmt, unicode) -> str:
     return "\n\n".join(blocks)
 
 
+def _render_second(module, built, fmt, unicode, shapes) -> tuple[str, bool]:
+    """The Hessians of the functions built: closed formulas where they are small (math,
+    latex), else (and for source) the programs of the second derivatives. Also whether
+    any program could not be written (reported)."""
+    from .formula import hessian
+
+    blocks, failed = [], False
+    for b in built:
+        note = ""
+        if fmt != "source":
+            try:
+                f = hessian(b.ir)
+                if f.closed:
+                    blocks.append(f.pretty(unicode) if fmt == "math" else f.latex())
+                    continue
+                note = f.note()
+            except (RecursionError, MemoryError):  # SymPy recursing on a huge formula
+                note = "nested too deeply to print as a formula"
+        try:
+            programs = _second_programs(b, module, shapes)
+        except SymdiffError as e:
+            _report(e, module.path)
+            failed = True
+            continue
+        except (RecursionError, MemoryError) as e:
+            _report(_too_big(module, b.function.node, f"cannot differentiate {b.name} "
+                             "twice", e), module.path)
+            failed = True
+            continue
+        if fmt == "latex":
+            blocks.append(f"% {b.name}: {note}:\n\\begin{{verbatim}}\n{programs}"
+                          "\\end{verbatim}")
+        else:
+            blocks.append(f"# {b.name}: {note}:\n\n{programs}" if note else programs)
+    return "\n\n".join(blocks), failed
+
+
+def _second_programs(b, module, shapes) -> str:
+    """The source of the second derivatives of a function read from the file, made as
+    ``hessian`` makes them (reverse over forward mode) without running the file: the
+    tangent program is written from the function's source, then differentiated as a
+    function of the file. Parameters are scalars unless a shape says otherwise (as for
+    --check). For scalars, one program per row: ``grad_df_dx``, the gradient of df/dx;
+    with an array, one Hessian-vector product program, ``grad_jvp_f``."""
+    from .api import build_source
+    from .forward import tangent_program
+    from .lower import lower
+    from .parse import FunctionSource, Namespace, parse
+
+    fs = b.function
+    wrt = tuple(b.ir.wrt)
+    shown = _kinds(fs.node, shapes, kinds.FLOAT)
+    scalars = all(isinstance(shown.get(p), kinds.Number) for p in wrt)
+    names = ", ".join(wrt)
+    if scalars:
+        rows = [(f"d{b.name}_d{a}", lower(parse(fs), (a,)), {a: "1.0"}) for a in wrt]
+        head = (f"# The Hessian of {b.name} in ({names}): row a is grad_d{b.name}_da, the "
+                f"gradient of d{b.name}/da")
+    else:
+        rows = [(f"jvp_{b.name}", lower(parse(fs), wrt), None)]
+        head = (f"# The Hessian of {b.name} in ({names}): grad_jvp_{b.name}(...) is H @ "
+                "the tangents (a Hessian-vector product); column j at the j-th basis "
+                "tangent")
+    out = [head]
+    globals_ = dict(fs.namespace.globals)
+    for name, ir, seeds in rows:
+        tangent = tangent_program(ir, seeds, "tangent", name)
+        globals_.setdefault(ir.np_alias, importlib.import_module("numpy"))
+        program = FunctionSource(name, _at_lines_of(tangent.source, fs),
+                                 fs.source, Namespace(globals_, fs.namespace.closure))
+        dots = {t: shown.get(p, kinds.FLOAT64) for t, p in zip(
+            tangent.params[len(ir.params):], tangent.tangents, strict=True)}
+        out.append(build_source(parse(program), wrt, False, b.as_tuple or not scalars,
+                                {**shown, **dots})[1])
+    return "\n\n".join(out)
+
+
+def _at_lines_of(source: str, fs) -> ast.FunctionDef:
+    """The def of a tangent program of ``fs``, each statement given the line of FILE it
+    comes from (the ``# line N`` comment on it or before it; the def's own line before
+    any), so that its gradient's comments and errors name FILE's lines, as a gradient's
+    do; a statement spans its whole line there."""
+    first = fs.node.lineno
+    lines, line = {}, first
+    for number, text in enumerate(source.splitlines(), 1):
+        found = re.search(r"  # line (\d+)$", text)
+        line = int(found.group(1)) if found else line
+        lines[number] = line
+    node = ast.parse(source).body[0]
+    for n in ast.walk(node):
+        if hasattr(n, "lineno"):
+            n.lineno = lines.get(n.lineno, first)
+            n.end_lineno = max(n.lineno, lines.get(n.end_lineno, first))
+        if isinstance(n, ast.stmt):
+            text = fs.source.lines[n.lineno - 1].rstrip().encode() if (
+                n.lineno <= len(fs.source.lines)) else b""
+            n.col_offset = len(text) - len(text.lstrip())
+            n.end_col_offset = len(text)
+    node.lineno = first
+    return node
+
+
 def _write(module, built, out, argv) -> bool:
     from .export import export_module
 
@@ -432,8 +548,9 @@ def _write(module, built, out, argv) -> bool:
     return True
 
 
-def _check(module, built, shapes) -> bool:
-    """Run FILE, then check each gradient (the text printed, compiled in FILE's namespace)."""
+def _check(module, built, shapes, order=1) -> bool:
+    """Run FILE, then check each gradient (the text printed, compiled in FILE's namespace),
+    or with ``order`` 2 each Hessian (``symdiff.hessian`` of the function FILE defines)."""
     from .api import Gradient
     from .check import check_gradient
     from .compile import compile_source
@@ -466,6 +583,9 @@ def _check(module, built, shapes) -> bool:
                                           "running the file it is not a function"), module.path)
             ok = False
             continue
+        if order == 2:
+            ok &= _check_second(module, b, fn, shapes)
+            continue
         names = _live_names(b.ir, module, Namespace(fn.__globals__))
         try:
             compiled, _ = compile_source(b.checked, "grad_" + b.name, names, b.ir.np_alias)
@@ -487,6 +607,25 @@ def _check(module, built, shapes) -> bool:
                     f"relative error {result.error:.1e} in {result.where}")
             _report(module.source.problem(b.function.node, what), module.path)
     return ok
+
+
+def _check_second(module, b, fn, shapes) -> bool:
+    from .check import check_hessian
+
+    try:
+        result = check_hessian(fn, b.ir.given_wrt or b.ir.wrt, shapes,
+                               namespaces=_local_namespaces(module))
+    except (RecursionError, MemoryError) as e:
+        _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)
+        return False
+    print(result.summary())
+    if result.ok:
+        return True
+    what = (f"cannot check the Hessian of {b.name}: {result.problem}" if result.problem else
+            f"the Hessian of {b.name} disagrees with central differences of its gradient: "
+            f"relative error {result.error:.1e} in {result.where}")
+    _report(module.source.problem(b.function.node, what), module.path)
+    return False
 
 
 def _live_names(ir, module, live):
