@@ -2,8 +2,9 @@
 
 ``symdiff FILE`` reads FILE without running it (see ``symdiff.static``) and prints the
 source of ``grad_<name>`` for each top-level function, exactly the text that
-``grad(f, wrt=(...every parameter...))`` compiles. Exit status: 0 when all went well, 1 when
-a function could not be differentiated or a check disagreed, 2 for a usage error.
+``grad(f, wrt=(...every parameter...))`` compiles; with ``--order 2``, their Hessians.
+Exit status: 0 when all went well, 1 when a function could not be differentiated or a
+check disagreed, 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -56,6 +57,21 @@ an error, exit 1.
 --output refuses to overwrite FILE or any file it did not write itself, and to define one
 name twice (a name that means two things to two gradients, a name of the file's that is
 also grad_<name>).
+
+--order 2 (or --hessian) prints Hessians instead of gradients, in the same --wrt
+parameters. --format math or latex: the second partial derivatives as closed formulas
+where the function has small ones (straight-line code of scalars), each mixed one once
+(d^2f/dx dy, which is d^2f/dy dx), stop_gradient a constant at every order. Otherwise,
+and with --format source, the programs symdiff computes them with (reverse over forward
+mode), written from the source without running FILE: for scalar parameters, one
+grad_df_dx per parameter x, the gradient of df/dx (row x of the Hessian); with an array
+parameter, grad_jvp_f, whose value is the Hessian times the tangents (a Hessian-vector
+product). Parameters are scalars unless a shape says otherwise, as for --check.
+--check --order 2 compares symdiff.hessian of each function with central differences
+of symdiff.grad at the same random points, with the same tolerance; where the function
+calls stop_gradient, the gradient differenced is central differences of the function
+with stop_gradient frozen (steps 1e-4, rounding term 10 * eps * |f| / (h1 * h2)).
+--output does not write Hessians.
 
 symdiff cache info | symdiff cache clear: show or empty the disk cache of gradients.
 
@@ -254,9 +270,9 @@ def _cache_command(argv) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="symdiff", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Print the gradients of the functions in a Python file as NumPy source\n"
-                    "or as formulas, check them, or export them to a module. FILE is read,\n"
-                    "not run (except by --check).",
+        description="Print the gradients (or Hessians) of the functions in a Python file as\n"
+                    "NumPy source or as formulas, check them, or export them to a module.\n"
+                    "FILE is read, not run (except by --check).",
         epilog=_EPILOG)
     parser.add_argument("file", metavar="FILE", help="a Python file")
     parser.add_argument("--function", "-f", metavar="NAME", action="append", default=[],
