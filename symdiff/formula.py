@@ -1,10 +1,11 @@
 """A lowered function (IR) -> its partial derivatives as closed formulas, where it has them.
 
-For display only (``symdiff FILE --format math``, ``Gradient.math()``): the straight-line,
-elementwise equations are substituted forward into one expression of the parameters, which
-is small by then or given up on, and differentiated with ``sympy.diff``. The gradient
-program itself never does this (see DESIGN.md: inlining blows up); a function with array
-operations or control flow is "shown as a program" instead.
+For display only (``symdiff FILE --format math``, ``Gradient.math()``; second derivatives:
+``--order 2``, ``hessian(f).math()``): the straight-line, elementwise equations are
+substituted forward into one expression of the parameters, which is small by then or given
+up on, and differentiated with ``sympy.diff``. The gradient program itself never does this
+(see DESIGN.md: inlining blows up); a function with array operations or control flow is
+"shown as a program" instead.
 """
 
 from __future__ import annotations
