@@ -226,7 +226,10 @@ def hessian(ir: IR, columns: tuple[str, ...] | None = None,
                 if (b, a) in shown:
                     continue
                 shown.add((a, b))
-                d = sp.diff(value, symbol(a), symbol(b))
+                d = sp.diff(_differentiable(sp.diff(value, symbol(a))), symbol(b))
+                if d.has(sp.Derivative, sp.Subs):
+                    return HessianFormula(ir.name, params, None, (), (
+                        f"SymPy leaves the second derivative in {a} and {b} unevaluated"))
                 if sp.count_ops(d) > max_ops:
                     return HessianFormula(ir.name, params, None, (), (
                         f"the second derivative in {a} and {b} has more than {max_ops} "
@@ -236,6 +239,16 @@ def hessian(ir: IR, columns: tuple[str, ...] | None = None,
         return HessianFormula(ir.name, params, None, (),
                               f"SymPy could not form it: {type(e).__name__}")
     return HessianFormula(ir.name, params, value, tuple(entries))
+
+
+def _differentiable(expr):
+    """A first derivative with the table's derivative-only forms, which SymPy cannot
+    differentiate (a / b that is 0 where b is, y*x**(y - 1) that is 0 where y is), as the
+    quotient and power they are wherever the second derivative exists; and SymPy's sign
+    (abs's derivative) as the table's, whose derivative is 0 as in the programs, not a
+    Dirac delta."""
+    return expr.replace(rules.Ratio, lambda a, b: a / b).replace(
+        rules.PowerSlope, lambda x, y: y * rules._power(x, y - 1)).replace(sp.sign, rules.Sign)
 
 
 def hessian_formula(fun, wrt=0, columns=None) -> HessianFormula:
