@@ -482,7 +482,9 @@ def _second_programs(b, module, shapes) -> str:
     function of the file. Parameters are scalars unless a shape says otherwise (as for
     --check). For scalars, one program per row: ``grad_df_dx``, the gradient of df/dx;
     with an array, one Hessian-vector product program, ``grad_jvp_f``."""
+    from . import runtime
     from .api import build_source
+    from .compile import free_names
     from .forward import tangent_program
     from .lower import lower
     from .parse import FunctionSource, Namespace, parse
@@ -506,6 +508,9 @@ def _second_programs(b, module, shapes) -> str:
     for name, ir, seeds in rows:
         tangent = tangent_program(ir, seeds, "tangent", name)
         globals_.setdefault(ir.np_alias, importlib.import_module("numpy"))
+        for free in free_names(tangent.source):  # the runtime's, as compile_source gives
+            if free.startswith("_") and hasattr(runtime, free):
+                globals_.setdefault(free, getattr(runtime, free))
         program = FunctionSource(name, _at_lines_of(tangent.source, fs),
                                  fs.source, Namespace(globals_, fs.namespace.closure))
         dots = {t: shown.get(p, kinds.FLOAT64) for t, p in zip(
