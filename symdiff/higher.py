@@ -336,6 +336,25 @@ class Jacobian:
         return f"<symdiff jacobian of {getattr(self.fun, '__qualname__', self.fun)} " \
                f"wrt {self.wrt}>"
 
+    @property
+    def source(self) -> str:
+        """The generated source this Jacobian runs (for float64 arrays): of a Hessian, per
+        parameter b of ``wrt``, the gradient of f's tangent program along b (called once
+        per entry of b, with that basis vector as the tangent); of any other function, its
+        tangent program (rows by gradients, where fewer, differentiate ``<f, u>``)."""
+        from .api import Gradient
+
+        if not isinstance(self.fun, Gradient):
+            return tangent_function(self.fun, _names(self.fun, self.wrt)).source
+        fun = self.fun.fun
+        params = _positional(fun)
+        outer = tuple(params.index(a) for a in _names(fun, self.fun.wrt))
+        parts = []
+        for b in _names(fun, self.wrt):
+            tf = tangent_function(fun, (b,), returns="tangent")
+            parts.append(_gradient_of(tf, outer).gradient.source)
+        return "\n".join(parts)
+
     def __call__(self, *args):
         from .api import Gradient
 
