@@ -137,7 +137,11 @@ class _Forward:
         comment = f"  # {eqn.where[0]}" if eqn.where[0] else ""
         if eqn.kind == "assert":
             return [ast.unparse(eqn.code) + comment]
-        lines = [f"{eqn.out} = {ast.unparse(_replace(eqn.code, {}))}" + comment]
+        code = _replace(eqn.code, {})
+        if eqn.kind == "stop_gradient" and eqn.out != self.ir.aux:
+            # (kept as written: differentiated again, it is a constant there too)
+            code = ast.Call(ast.Name("stop_gradient", ast.Load()), [code], [])
+        lines = [f"{eqn.out} = {ast.unparse(code)}" + comment]
         if eqn.out not in self.active or eqn.kind not in ("elementwise", "array"):
             return lines
         if not any(a in self.active for a in eqn.inputs):

@@ -102,6 +102,11 @@ def _tangent_built(fun, wrt, seeds, returns, name) -> TangentFunction:
                            f"{parsed.name} ({type(e).__name__}: {e}); this is a bug in "
                            "symdiff, please report it with the function's source") from None
     names = {n: obj for n, obj, _ in ir.globals}
+    if names.get("stop_gradient", runtime.stop_gradient) is not runtime.stop_gradient:
+        raise SymdiffError(f"{parsed.source.filename}:{parsed.node.lineno}: the module-level "
+                           f"name stop_gradient of {parsed.name} is not symdiff's: the "
+                           "tangent program writes symdiff's stop_gradient by that name; "
+                           "rename yours")
     fn, globs = compile_source(program.source, program.name, names, ir.np_alias)
     _defaults(fn, fun)
     helpers = [(cache.where(c, fun), n, cache.identity(h)) for c, n, h in ir.guards]
