@@ -11,8 +11,8 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from gradcheck import load, numeric_grad
+
 from symdiff import SymdiffError, grad, hessian, jacobian, jvp, stop_gradient, value_and_grad
 
 M = load("""
