@@ -146,6 +146,15 @@ def _names(fun, wrt) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _container(fun, name, value, what):
+    """Refuse a dict, tuple or list argument where ``what`` (a transformation) would
+    differentiate it: not supported yet (grad takes them)."""
+    if isinstance(kinds.kind(value), (kinds.Dict, kinds.Tuple, kinds.List)):
+        raise SymdiffError(f"{what} of {fun.__qualname__}: {name} is a "
+                           f"{type(value).__name__}; {what} does not differentiate containers "
+                           "yet (grad does): pass their arrays as arguments of their own")
+
+
 def _floating(value) -> bool:
     k = kinds.kind(value)
     if isinstance(k, kinds.Number):
@@ -214,6 +223,7 @@ def _differentiated(fun, params, primals, tangents) -> tuple[str, ...]:
     come with a zero tangent (it is held constant)."""
     wrt = []
     for name, p, t in zip(params, primals, tangents, strict=False):
+        _container(fun, name, p, "jvp")
         if _floating(p):
             wrt.append(name)
         elif np.any(np.asarray(t) != 0):
@@ -314,8 +324,8 @@ def second(gradient, wrt, with_value, as_tuple, has_aux):
     tf = tangent_function(fun, (w,), {w: "1.0"}, "tangent", name=name)
     # (A scalar w alone: along an array's ones, the tangent would be a sum of partials.)
     message = (f"grad of grad({fun.__qualname__}) with respect to {w}: grad({fun.__qualname__}) "
-               f"must give a scalar, but {w} has shape {{shape}}; use hessian"
-               f"({fun.__qualname__}) for the second derivatives of an array parameter")
+               f"must give a scalar, but {w} {{what}}; use hessian({fun.__qualname__}) for "
+               "the second derivatives of an array parameter")
     return Gradient(tf.fn, wrt, with_value, as_tuple, False,
                     scalar=(_positional(fun).index(w), message))
 
@@ -369,6 +379,7 @@ class Jacobian:
         params = _positional(fun)
         wrt = _names(fun, self.wrt)
         for w in wrt:
+            _container(fun, w, args[params.index(w)], "jacobian")
             if not _floating(args[params.index(w)]):
                 raise SymdiffError(f"jacobian of {fun.__qualname__} with respect to {w}: "
                                    f"{w} is {kinds.kind(args[params.index(w)])}, not a float")
@@ -447,6 +458,7 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
     outer = _names(fun, gradient.wrt)
     inner = _names(fun, wrt)
     for w in (*outer, *inner):
+        _container(fun, w, args[params.index(w)], "hessian")
         if not _floating(args[params.index(w)]):
             raise SymdiffError(f"hessian of {fun.__qualname__} with respect to {w}: {w} is "
                                f"{kinds.kind(args[params.index(w)])}, not a float")

@@ -145,6 +145,33 @@ def test_grad_of_a_tuple_gradient_or_of_aux_is_refused():
     assert "value_and_grad" in text_of(lambda: grad(value_and_grad(M.cubic)))
 
 
+def test_containers_are_refused_by_the_transformations():
+    m = load("""
+        def f(p):
+            a, b = p
+            return a ** 3 * b
+    """)
+    assert text_of(lambda: grad(grad(m.f))((2.0, 3.0))) == (
+        "grad of grad(f) with respect to p: grad(f) must give a scalar, but p is a tuple; "
+        "use hessian(f) for the second derivatives of an array parameter")
+    for what, call in [("hessian", lambda: hessian(m.f)((2.0, 3.0))),
+                       ("jacobian", lambda: jacobian(m.f)((2.0, 3.0))),
+                       ("jvp", lambda: jvp(m.f, ((2.0, 3.0),), ((1.0, 0.0),)))]:
+        assert text_of(call) == (
+            f"{what} of f: p is a tuple; {what} does not differentiate containers yet (grad "
+            "does): pass their arrays as arguments of their own")
+
+
+def test_the_gradient_of_a_method_gradient_is_refused():
+    m = load("""
+        class Model:
+            def loss(self, x):
+                return x ** 3
+    """)
+    assert "higher-order derivatives are not supported yet for methods" in text_of(
+        lambda: grad(grad(m.Model().loss)))
+
+
 def test_an_integer_parameter_of_a_second_derivative_stays_an_integer():
     x = 0.4
     d2 = grad(grad(M.counted))(x, 4)
