@@ -183,10 +183,35 @@ def jvp(fun, primals, tangents):
     (0.0, 2.0)
     """
     primals, tangents = _pair(primals, tangents)
+    key = tuple(map(kinds.key, primals))
+    try:
+        plans = _PLANS.setdefault(fun, {})
+    except TypeError:
+        plans = {}
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = _plan(fun, primals, tangents)
+    run, used, held = plan
+    for i in held:
+        if np.any(np.asarray(tangents[i]) != 0):
+            _differentiated(fun.fun if hasattr(fun, "wrt") else fun,
+                            _positional(fun.fun if hasattr(fun, "wrt") else fun),
+                            primals, tangents)
+    return run(primals, [tangents[i] for i in used])
+
+
+# fun -> the kinds of a call's primals -> what a jvp with those runs (_plan)
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _plan(fun, primals, tangents):
+    """``(run, used, held)`` for a jvp of ``fun`` on primals of these kinds: ``run(primals,
+    the used tangents)`` gives its result; ``held`` are the positions of the arguments held
+    constant (whose tangents must be zero)."""
     from .api import Gradient
 
     if isinstance(fun, Gradient):
-        return _jvp_of_gradient(fun, primals, tangents)
+        return _plan_of_gradient(fun, primals, tangents)
     if not inspect.isfunction(fun):
         raise SymdiffError(f"jvp of {fun!r}: not a Python function (a function, or a "
                            "gradient grad(f), is supported)")
@@ -195,13 +220,19 @@ def jvp(fun, primals, tangents):
         raise SymdiffError(f"jvp: {len(primals)} primals for {fun.__qualname__}, which takes "
                            f"{len(params)} positional parameters {params}")
     wrt = _differentiated(fun, params, primals, tangents)
+    used = [params.index(w) for w in wrt]
+    held = [i for i in range(len(primals)) if i not in used]
     if not wrt:
-        value = fun(*primals)
-        return value, _zero_like(value)
+        def constant(primals, _):
+            value = fun(*primals)
+            return value, _zero_like(value)
+        return constant, used, held
     tf = tangent_function(fun, wrt)
-    t = [tangents[params.index(w)] for w in wrt]
-    value, dot = tf(*primals, *t)
-    return value, runtime._fit(dot, value)
+
+    def run(primals, t):
+        value, dot = tf(*primals, *t)
+        return value, runtime._fit(dot, value)
+    return run, used, held
 
 
 def _pair(primals, tangents):
@@ -237,8 +268,9 @@ def _zero_like(value):
     return runtime._fit(0.0, value)
 
 
-def _jvp_of_gradient(gradient, primals, tangents):
-    """``jvp(grad(f, wrt=W), primals, tangents)``: ``(grad f, d/de grad f(primals + e t))``.
+def _plan_of_gradient(gradient, primals, tangents):
+    """The plan of ``jvp(grad(f, wrt=W), primals, tangents)``: ``(grad f, d/de grad
+    f(primals + e t))``.
 
     With T the tangent program of f (``<grad f, t>``, the tangents as parameters), the
     gradient of T in W is the tangent asked for, and in W's tangents, grad f itself: one
@@ -256,17 +288,16 @@ def _jvp_of_gradient(gradient, primals, tangents):
     tf = tangent_function(fun, active, returns="tangent")
     n = len(tf.params) - len(active)
     slots = [params.index(w) for w in wrt] + [n + active.index(w) for w in wrt]
-    from .api import Gradient
-
     inner = _gradient_of(tf, tuple(slots))
-    t = [tangents[params.index(a)] for a in active]
-    out = inner(*primals, *t)
     k = len(wrt)
-    dots, values = out[:k], out[k:]
-    if gradient.as_tuple:
-        return tuple(values), tuple(dots)
-    assert isinstance(gradient, Gradient)
-    return values[0], dots[0]
+    used = [params.index(a) for a in active]
+
+    def run(primals, t):
+        out = inner(*primals, *t)
+        if gradient.as_tuple:
+            return tuple(out[k:]), tuple(out[:k])
+        return out[1], out[0]
+    return run, used, [i for i in range(len(primals)) if i not in used]
 
 
 def _plain(gradient, what):
