@@ -183,20 +183,18 @@ def jvp(fun, primals, tangents):
     (0.0, 2.0)
     """
     primals, tangents = _pair(primals, tangents)
-    key = tuple(map(kinds.key, primals))
+    # An argument whose tangent is zero is held constant: jvp(f, (w, X), (v, 0 * X))
+    # differentiates in w alone (a plan of its own).
+    zero = tuple(type(t) is float and t == 0.0 or not np.any(t) for t in tangents)
+    key = (tuple(map(kinds.key, primals)), zero)
     try:
         plans = _PLANS.setdefault(fun, {})
     except TypeError:
         plans = {}
     plan = plans.get(key)
     if plan is None:
-        plan = plans[key] = _plan(fun, primals, tangents)
-    run, used, held = plan
-    for i in held:
-        if np.any(np.asarray(tangents[i]) != 0):
-            _differentiated(fun.fun if hasattr(fun, "wrt") else fun,
-                            _positional(fun.fun if hasattr(fun, "wrt") else fun),
-                            primals, tangents)
+        plan = plans[key] = _plan(fun, primals, zero)
+    run, used = plan
     return run(primals, [tangents[i] for i in used])
 
 
@@ -204,14 +202,13 @@ def jvp(fun, primals, tangents):
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _plan(fun, primals, tangents):
-    """``(run, used, held)`` for a jvp of ``fun`` on primals of these kinds: ``run(primals,
-    the used tangents)`` gives its result; ``held`` are the positions of the arguments held
-    constant (whose tangents must be zero)."""
+def _plan(fun, primals, zero):
+    """``(run, used)`` for a jvp of ``fun`` on primals of these kinds and tangents zero
+    where ``zero`` says: ``run(primals, the used tangents)`` gives its result."""
     from .api import Gradient
 
     if isinstance(fun, Gradient):
-        return _plan_of_gradient(fun, primals, tangents)
+        return _plan_of_gradient(fun, primals, zero)
     if not inspect.isfunction(fun):
         raise SymdiffError(f"jvp of {fun!r}: not a Python function (a function, or a "
                            "gradient grad(f), is supported)")
@@ -219,20 +216,19 @@ def _plan(fun, primals, tangents):
     if len(primals) > len(params):
         raise SymdiffError(f"jvp: {len(primals)} primals for {fun.__qualname__}, which takes "
                            f"{len(params)} positional parameters {params}")
-    wrt = _differentiated(fun, params, primals, tangents)
+    wrt = _differentiated(fun, params, primals, zero)
     used = [params.index(w) for w in wrt]
-    held = [i for i in range(len(primals)) if i not in used]
     if not wrt:
         def constant(primals, _):
             value = fun(*primals)
             return value, _zero_like(value)
-        return constant, used, held
+        return constant, used
     tf = tangent_function(fun, wrt)
 
     def run(primals, t):
         value, dot = tf(*primals, *t)
         return value, runtime._fit(dot, value)
-    return run, used, held
+    return run, used
 
 
 def _pair(primals, tangents):
@@ -249,15 +245,16 @@ def _pair(primals, tangents):
     return tuple(primals), tuple(tangents)
 
 
-def _differentiated(fun, params, primals, tangents) -> tuple[str, ...]:
-    """The parameters a jvp differentiates: the float ones; an integer or boolean one must
-    come with a zero tangent (it is held constant)."""
+def _differentiated(fun, params, primals, zero) -> tuple[str, ...]:
+    """The parameters a jvp differentiates: the float ones whose tangent is not zero; an
+    integer or boolean one must come with a zero tangent (it is held constant)."""
     wrt = []
-    for name, p, t in zip(params, primals, tangents, strict=False):
+    for name, p, z in zip(params, primals, zero, strict=False):
         _container(fun, name, p, "jvp")
         if _floating(p):
-            wrt.append(name)
-        elif np.any(np.asarray(t) != 0):
+            if not z:
+                wrt.append(name)
+        elif not z:
             raise SymdiffError(f"jvp of {fun.__qualname__}: {name} is {kinds.kind(p)}, held "
                                "constant, but its tangent is not zero; pass it as a float "
                                f"({name}=float(...)) to differentiate it")
@@ -268,7 +265,7 @@ def _zero_like(value):
     return runtime._fit(0.0, value)
 
 
-def _plan_of_gradient(gradient, primals, tangents):
+def _plan_of_gradient(gradient, primals, zero):
     """The plan of ``jvp(grad(f, wrt=W), primals, tangents)``: ``(grad f, d/de grad
     f(primals + e t))``.
 
@@ -280,11 +277,13 @@ def _plan_of_gradient(gradient, primals, tangents):
     fun = gradient.fun
     params = _positional(fun)
     wrt = _names(fun, gradient.wrt)
-    active = _differentiated(fun, params, primals, tangents)
     for w in wrt:
-        if w not in active:
+        if not _floating(primals[params.index(w)]):
             raise SymdiffError(f"jvp of grad({fun.__qualname__}): {w} is not a float "
                                "argument; it cannot be differentiated")
+    # (grad f itself comes from the tangents of W: they are taken even where zero)
+    active = tuple(p for p in params[:len(primals)] if p in wrt or p in _differentiated(
+        fun, params, primals, zero))
     tf = tangent_function(fun, active, returns="tangent")
     n = len(tf.params) - len(active)
     slots = [params.index(w) for w in wrt] + [n + active.index(w) for w in wrt]
@@ -297,7 +296,7 @@ def _plan_of_gradient(gradient, primals, tangents):
         if gradient.as_tuple:
             return tuple(out[k:]), tuple(out[:k])
         return out[1], out[0]
-    return run, used, [i for i in range(len(primals)) if i not in used]
+    return run, used
 
 
 def _plain(gradient, what):
