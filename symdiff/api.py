@@ -183,8 +183,10 @@ class Gradient:
         if self._scalar is not None:
             position, message = self._scalar
             value = self._bind(args, kwargs)[position]
+            if isinstance(kinds.kind(value), (kinds.Dict, kinds.Tuple, kinds.List)):
+                raise SymdiffError(message.format(what=f"is a {type(value).__name__}"))
             if np.ndim(value) != 0:
-                raise SymdiffError(message.format(shape=np.shape(value)))
+                raise SymdiffError(message.format(what=f"has shape {np.shape(value)}"))
         key = tuple(map(kinds.key, self._bind(args, kwargs)))
         widened = self._signature.widened(args, kwargs)
         # Booleans and small integers are differentiated from float64 copies: built for
@@ -431,16 +433,15 @@ def _in_backward(error, built) -> bool:
 
 
 def _refuse(fun):
-    """Refuse at ``grad(fun)`` what symdiff does not differentiate yet: a gradient (higher
-    order)."""
-    if isinstance(fun, (Gradient, BoundGradient)):
+    """Refuse at ``grad(fun)`` what symdiff does not differentiate yet: the gradient of a
+    method's gradient (a plain function's composes: ``higher.second``)."""
+    if isinstance(fun, BoundGradient):
         inner = getattr(fun.fun, "__func__", fun.fun)
         name = getattr(inner, "__qualname__", "a function")
-        raise calls.at_def(inner, None, f"the gradient of a gradient of {name}: "
-                           "higher-order derivatives are not supported yet",
-                           "first derivatives: grad(f) of a plain function (write a "
-                           "derivative out as a function of its own to differentiate it "
-                           "again)")
+        raise calls.at_def(inner, None, f"the gradient of a gradient of the method {name}: "
+                           "higher-order derivatives are not supported yet for methods",
+                           "grad(grad(f)) of a plain function: write the method's body as a "
+                           "module-level function of its arrays")
 
 
 def _lookup(module, qualname):

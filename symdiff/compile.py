@@ -39,6 +39,8 @@ def compile_source(source: str, name: str, names: dict, np_alias: str = "np"):
             globs[free] = getattr(runtime, free)
         elif free in names:
             globs[free] = names[free]
+        elif free == "stop_gradient":  # (a tangent program keeps it, to be read again)
+            globs[free] = runtime.stop_gradient
         elif free == "math":  # (the float path's, where the function has no math of its own)
             globs[free] = math
         elif free == "scipy":  # (a derivative printed as SciPy's: see rules._SciPy)

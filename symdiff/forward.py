@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 
 import sympy as sp
 
@@ -50,12 +51,13 @@ def tangent_program(ir: IR, seeds: dict[str, str] | None = None, returns: str = 
     parameter alone). ``returns``: ``"both"`` gives ``(value, tangent)``, ``"tangent"`` the
     tangent alone (a function to differentiate again).
     """
-    return _Forward(ir, seeds or {}).run(returns, name)
+    return _Forward(ir, seeds or {}, again=returns == "tangent").run(returns, name)
 
 
 class _Forward:
-    def __init__(self, ir: IR, seeds: dict[str, str]):
+    def __init__(self, ir: IR, seeds: dict[str, str], again: bool = False):
         self.ir = ir
+        self.again = again  # a program to differentiate again: NumPy's calls alone
         self.seeds = seeds
         self.names = Names(set(ir.taken) | set(ir.params))
         self.facts = facts(ir)
@@ -135,7 +137,11 @@ class _Forward:
         comment = f"  # {eqn.where[0]}" if eqn.where[0] else ""
         if eqn.kind == "assert":
             return [ast.unparse(eqn.code) + comment]
-        lines = [f"{eqn.out} = {ast.unparse(_replace(eqn.code, {}))}" + comment]
+        code = _replace(eqn.code, {})
+        if eqn.kind == "stop_gradient" and eqn.out != self.ir.aux:
+            # (kept as written: differentiated again, it is a constant there too)
+            code = ast.Call(ast.Name("stop_gradient", ast.Load()), [code], [])
+        lines = [f"{eqn.out} = {ast.unparse(code)}" + comment]
         if eqn.out not in self.active or eqn.kind not in ("elementwise", "array"):
             return lines
         if not any(a in self.active for a in eqn.inputs):
@@ -206,6 +212,11 @@ class _Forward:
                 raise self._refuse(eqn.code, f"forward mode through {op.names[0]} (in "
                                f"{param}) is not supported yet",
                                "grad (reverse mode) differentiates it", eqn.line)
+            if self.again and _HELPER.search(template):
+                raise self._refuse(eqn.code, f"a derivative of higher order through "
+                                   f"{op.names[0]} is not supported: its tangent is "
+                                   "computed by symdiff's runtime, which is not differentiated "
+                                   "again", "one order less through it", eqn.line)
             parts.append(template.format(t=self.dot[name], out=eqn.out, np=self.np,
                                          i=position, **fields))
         return " + ".join(f"({p})" for p in parts) or None
@@ -260,6 +271,9 @@ class _Forward:
             node = next((n for n in ast.walk(self.ir.parsed.node) if isinstance(n, ast.expr)
                          and getattr(n, "lineno", None) == line), self.ir.parsed.node)
         return SymdiffError(problems=(self.ir.parsed.source.problem(node, message, hint),))
+
+
+_HELPER = re.compile(r"(?<![\w.])_[a-z]\w*\(")
 
 
 def _renamed(node, renamed: dict[str, str], statics=()):

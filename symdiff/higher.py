@@ -102,6 +102,11 @@ def _tangent_built(fun, wrt, seeds, returns, name) -> TangentFunction:
                            f"{parsed.name} ({type(e).__name__}: {e}); this is a bug in "
                            "symdiff, please report it with the function's source") from None
     names = {n: obj for n, obj, _ in ir.globals}
+    if names.get("stop_gradient", runtime.stop_gradient) is not runtime.stop_gradient:
+        raise SymdiffError(f"{parsed.source.filename}:{parsed.node.lineno}: the module-level "
+                           f"name stop_gradient of {parsed.name} is not symdiff's: the "
+                           "tangent program writes symdiff's stop_gradient by that name; "
+                           "rename yours")
     fn, globs = compile_source(program.source, program.name, names, ir.np_alias)
     _defaults(fn, fun)
     helpers = [(cache.where(c, fun), n, cache.identity(h)) for c, n, h in ir.guards]
@@ -141,6 +146,15 @@ def _names(fun, wrt) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _container(fun, name, value, what):
+    """Refuse a dict, tuple or list argument where ``what`` (a transformation) would
+    differentiate it: not supported yet (grad takes them)."""
+    if isinstance(kinds.kind(value), (kinds.Dict, kinds.Tuple, kinds.List)):
+        raise SymdiffError(f"{what} of {fun.__qualname__}: {name} is a "
+                           f"{type(value).__name__}; {what} does not differentiate containers "
+                           "yet (grad does): pass their arrays as arguments of their own")
+
+
 def _floating(value) -> bool:
     k = kinds.kind(value)
     if isinstance(k, kinds.Number):
@@ -169,10 +183,32 @@ def jvp(fun, primals, tangents):
     (0.0, 2.0)
     """
     primals, tangents = _pair(primals, tangents)
+    # An argument whose tangent is zero is held constant: jvp(f, (w, X), (v, 0 * X))
+    # differentiates in w alone (a plan of its own).
+    zero = tuple(type(t) is float and t == 0.0 or not np.any(t) for t in tangents)
+    key = (tuple(map(kinds.key, primals)), zero)
+    try:
+        plans = _PLANS.setdefault(fun, {})
+    except TypeError:
+        plans = {}
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = _plan(fun, primals, zero)
+    run, used = plan
+    return run(primals, [tangents[i] for i in used])
+
+
+# fun -> the kinds of a call's primals -> what a jvp with those runs (_plan)
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _plan(fun, primals, zero):
+    """``(run, used)`` for a jvp of ``fun`` on primals of these kinds and tangents zero
+    where ``zero`` says: ``run(primals, the used tangents)`` gives its result."""
     from .api import Gradient
 
     if isinstance(fun, Gradient):
-        return _jvp_of_gradient(fun, primals, tangents)
+        return _plan_of_gradient(fun, primals, zero)
     if not inspect.isfunction(fun):
         raise SymdiffError(f"jvp of {fun!r}: not a Python function (a function, or a "
                            "gradient grad(f), is supported)")
@@ -180,14 +216,19 @@ def jvp(fun, primals, tangents):
     if len(primals) > len(params):
         raise SymdiffError(f"jvp: {len(primals)} primals for {fun.__qualname__}, which takes "
                            f"{len(params)} positional parameters {params}")
-    wrt = _differentiated(fun, params, primals, tangents)
+    wrt = _differentiated(fun, params, primals, zero)
+    used = [params.index(w) for w in wrt]
     if not wrt:
-        value = fun(*primals)
-        return value, _zero_like(value)
+        def constant(primals, _):
+            value = fun(*primals)
+            return value, _zero_like(value)
+        return constant, used
     tf = tangent_function(fun, wrt)
-    t = [tangents[params.index(w)] for w in wrt]
-    value, dot = tf(*primals, *t)
-    return value, runtime._fit(dot, value)
+
+    def run(primals, t):
+        value, dot = tf(*primals, *t)
+        return value, runtime._fit(dot, value)
+    return run, used
 
 
 def _pair(primals, tangents):
@@ -204,14 +245,16 @@ def _pair(primals, tangents):
     return tuple(primals), tuple(tangents)
 
 
-def _differentiated(fun, params, primals, tangents) -> tuple[str, ...]:
-    """The parameters a jvp differentiates: the float ones; an integer or boolean one must
-    come with a zero tangent (it is held constant)."""
+def _differentiated(fun, params, primals, zero) -> tuple[str, ...]:
+    """The parameters a jvp differentiates: the float ones whose tangent is not zero; an
+    integer or boolean one must come with a zero tangent (it is held constant)."""
     wrt = []
-    for name, p, t in zip(params, primals, tangents, strict=False):
+    for name, p, z in zip(params, primals, zero, strict=False):
+        _container(fun, name, p, "jvp")
         if _floating(p):
-            wrt.append(name)
-        elif np.any(np.asarray(t) != 0):
+            if not z:
+                wrt.append(name)
+        elif not z:
             raise SymdiffError(f"jvp of {fun.__qualname__}: {name} is {kinds.kind(p)}, held "
                                "constant, but its tangent is not zero; pass it as a float "
                                f"({name}=float(...)) to differentiate it")
@@ -222,8 +265,9 @@ def _zero_like(value):
     return runtime._fit(0.0, value)
 
 
-def _jvp_of_gradient(gradient, primals, tangents):
-    """``jvp(grad(f, wrt=W), primals, tangents)``: ``(grad f, d/de grad f(primals + e t))``.
+def _plan_of_gradient(gradient, primals, zero):
+    """The plan of ``jvp(grad(f, wrt=W), primals, tangents)``: ``(grad f, d/de grad
+    f(primals + e t))``.
 
     With T the tangent program of f (``<grad f, t>``, the tangents as parameters), the
     gradient of T in W is the tangent asked for, and in W's tangents, grad f itself: one
@@ -233,25 +277,26 @@ def _jvp_of_gradient(gradient, primals, tangents):
     fun = gradient.fun
     params = _positional(fun)
     wrt = _names(fun, gradient.wrt)
-    active = _differentiated(fun, params, primals, tangents)
     for w in wrt:
-        if w not in active:
+        if not _floating(primals[params.index(w)]):
             raise SymdiffError(f"jvp of grad({fun.__qualname__}): {w} is not a float "
                                "argument; it cannot be differentiated")
+    # (grad f itself comes from the tangents of W: they are taken even where zero)
+    active = tuple(p for p in params[:len(primals)] if p in wrt or p in _differentiated(
+        fun, params, primals, zero))
     tf = tangent_function(fun, active, returns="tangent")
     n = len(tf.params) - len(active)
     slots = [params.index(w) for w in wrt] + [n + active.index(w) for w in wrt]
-    from .api import Gradient
-
     inner = _gradient_of(tf, tuple(slots))
-    t = [tangents[params.index(a)] for a in active]
-    out = inner(*primals, *t)
     k = len(wrt)
-    dots, values = out[:k], out[k:]
-    if gradient.as_tuple:
-        return tuple(values), tuple(dots)
-    assert isinstance(gradient, Gradient)
-    return values[0], dots[0]
+    used = [params.index(a) for a in active]
+
+    def run(primals, t):
+        out = inner(*primals, *t)
+        if gradient.as_tuple:
+            return tuple(out[k:]), tuple(out[:k])
+        return out[1], out[0]
+    return run, used
 
 
 def _plain(gradient, what):
@@ -309,8 +354,8 @@ def second(gradient, wrt, with_value, as_tuple, has_aux):
     tf = tangent_function(fun, (w,), {w: "1.0"}, "tangent", name=name)
     # (A scalar w alone: along an array's ones, the tangent would be a sum of partials.)
     message = (f"grad of grad({fun.__qualname__}) with respect to {w}: grad({fun.__qualname__}) "
-               f"must give a scalar, but {w} has shape {{shape}}; use hessian"
-               f"({fun.__qualname__}) for the second derivatives of an array parameter")
+               f"must give a scalar, but {w} {{what}}; use hessian({fun.__qualname__}) for "
+               "the second derivatives of an array parameter")
     return Gradient(tf.fn, wrt, with_value, as_tuple, False,
                     scalar=(_positional(fun).index(w), message))
 
@@ -336,6 +381,25 @@ class Jacobian:
         return f"<symdiff jacobian of {getattr(self.fun, '__qualname__', self.fun)} " \
                f"wrt {self.wrt}>"
 
+    @property
+    def source(self) -> str:
+        """The generated source this Jacobian runs (for float64 arrays): of a Hessian, per
+        parameter b of ``wrt``, the gradient of f's tangent program along b (called once
+        per entry of b, with that basis vector as the tangent); of any other function, its
+        tangent program (rows by gradients, where fewer, differentiate ``<f, u>``)."""
+        from .api import Gradient
+
+        if not isinstance(self.fun, Gradient):
+            return tangent_function(self.fun, _names(self.fun, self.wrt)).source
+        fun = self.fun.fun
+        params = _positional(fun)
+        outer = tuple(params.index(a) for a in _names(fun, self.fun.wrt))
+        parts = []
+        for b in _names(fun, self.wrt):
+            tf = tangent_function(fun, (b,), returns="tangent")
+            parts.append(_gradient_of(tf, outer).gradient.source)
+        return "\n".join(parts)
+
     def __call__(self, *args):
         from .api import Gradient
 
@@ -345,6 +409,7 @@ class Jacobian:
         params = _positional(fun)
         wrt = _names(fun, self.wrt)
         for w in wrt:
+            _container(fun, w, args[params.index(w)], "jacobian")
             if not _floating(args[params.index(w)]):
                 raise SymdiffError(f"jacobian of {fun.__qualname__} with respect to {w}: "
                                    f"{w} is {kinds.kind(args[params.index(w)])}, not a float")
@@ -485,6 +550,7 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
     outer = _names(fun, gradient.wrt)
     inner = _names(fun, wrt)
     for w in (*outer, *inner):
+        _container(fun, w, args[params.index(w)], "hessian")
         if not _floating(args[params.index(w)]):
             raise SymdiffError(f"hessian of {fun.__qualname__} with respect to {w}: {w} is "
                                f"{kinds.kind(args[params.index(w)])}, not a float")

@@ -39,11 +39,19 @@ class Operations:
                           "pass each argument by name")
         if isinstance(node.func, ast.Attribute) and self._is_local_value(node.func.value):
             return self._method(node)
+        if isinstance(node.func, ast.Call):  # grad(f)(x): a gradient made where it is called
+            made = self._transformation(node.func)
+            if made is not None:
+                return self._gradient_call(node, made)
         fn = self._expr(node.func)
         if fn.expr is not None or fn.value is MISSING:
             self.fail(node.func, f"{ast.unparse(node.func)} is not a function",
                       "call NumPy or math functions")
         obj = fn.value
+        from .api import Gradient
+
+        if isinstance(obj, Gradient):  # df(x), df = grad(f) at module level (or @grad)
+            return self._gradient_call(node, obj)
         found = self._list_call(node, obj)  # np.stack(hs), sum(g(x) for x in xs)
         if found is not None:
             return found
@@ -70,9 +78,8 @@ class Operations:
                 return self._inline(node, obj)
             if isinstance(obj, types.FunctionType) and obj.__module__.startswith("symdiff"):
                 self.fail(node, f"{name} inside a function being differentiated is not "
-                          "supported (no gradients of gradients)",
-                          "differentiate the function itself, or wrap the call in "
-                          "stop_gradient")
+                          "supported", "grad(f)(x) (a gradient called there is "
+                          "differentiated again), or wrap the call in stop_gradient")
             self.fail(node, f"{name} is not supported",
                       "the NumPy and math functions in " + COVERAGE)
         positional = list(node.args)
@@ -126,6 +133,66 @@ class Operations:
                 calls.append((expr, code))
             return Val(expr, code, calls,
                        depth=max((v.depth for v in vals.values()), default=0) + CALL_DEPTH)
+        return self._array_op(node, row, args)
+
+    def _transformation(self, node):
+        """The gradient ``grad(f, wrt=...)`` written in the code stands for (a Gradient),
+        or None where ``node`` calls anything else."""
+        from .api import grad
+
+        if isinstance(node.func, ast.Name) and node.func.id in self.env or \
+                _reference(node.func, self.parsed.namespace) is not grad:
+            return None
+        self._expr(node.func)  # (recorded: the generated code calls it as written)
+        if not 1 <= len(node.args) <= 2 or any(k.arg != "wrt" for k in node.keywords) or \
+                len(node.args) == 2 and node.keywords:
+            self.fail(node, "a gradient called inside a function being differentiated is "
+                      "supported as grad(f) or grad(f, wrt=...)",
+                      "grad(f, wrt=...)(x) of a function f of the module")
+        fn = self._expr(node.args[0]).value
+        given = node.args[1] if len(node.args) == 2 else node.keywords[0].value \
+            if node.keywords else ast.Constant(0)
+        wrt = literal(given)
+        if wrt is NOT_LITERAL or not isinstance(fn, types.FunctionType):
+            self.fail(node, "a gradient called inside a function being differentiated must "
+                      "name its function and wrt as written values",
+                      "grad(f, wrt=1)(x, y) with f a function of the module")
+        return grad(fn, wrt=wrt)
+
+    def _gradient_call(self, node, gradient) -> Val:
+        """``df(x)`` of a gradient ``df = grad(f)``: an array operation of its own. Its
+        value is the gradient's; the vector-Jacobian product of a gradient is a
+        Hessian-vector product, which ``runtime._gradient_vjp`` makes by reverse over
+        forward mode (and its tangent, ``_gradient_jvp``, the same way)."""
+        from .api import Gradient
+
+        callee = ast.unparse(node.func)
+        fun = gradient.fun if isinstance(gradient, Gradient) else None
+        if fun is None or gradient.with_value or gradient.has_aux or gradient.as_tuple or \
+                gradient._self is not None or not isinstance(fun, types.FunctionType):
+            self.fail(node, f"{callee} inside a function being differentiated: only the "
+                      "gradient of a plain function with respect to one parameter "
+                      "(grad(f) or grad(f, wrt=...)) is differentiated again",
+                      "grad(f, wrt=...) of a module-level function, without has_aux")
+        code = fun.__code__
+        if code.co_flags & (0x04 | 0x08) or code.co_kwonlyargcount:
+            self.fail(node, f"{callee}: a gradient of a function with *args, **kwargs or "
+                      "keyword-only parameters is not differentiated again",
+                      "plain positional parameters")
+        params = code.co_varnames[:code.co_argcount]
+        defaults = dict(zip(params[len(params) - len(fun.__defaults__ or ()):],
+                            map(repr, fun.__defaults__ or ()), strict=True))
+        every = "(" + ", ".join("{" + p + "}" for p in params) + ",)"
+        escaped = callee.replace("{", "{{").replace("}", "}}")
+        row = rules.ArrayOp(
+            (callee,), params,
+            {p: f"_gradient_vjp({escaped}, {every}, {{g}}, {i})" for i, p in enumerate(params)},
+            defaults, note="a gradient: its vector-Jacobian product is a Hessian-vector "
+            "product")
+        object.__setattr__(row, "jvp", {p: f"_gradient_jvp({escaped}, {every}, {{t}}, {i})"
+                                        for i, p in enumerate(params)})
+        args = self._arguments(list(node.args), node.keywords, params, len(defaults), callee,
+                               node)
         return self._array_op(node, row, args)
 
     def _returns_several(self, node) -> bool:

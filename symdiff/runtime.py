@@ -2060,3 +2060,30 @@ def _rows_grad(a, part):
     if not rows:
         return np.zeros(np.shape(a))
     return np.reshape(np.stack([part(k, rows) for k in range(len(rows))]), np.shape(a))
+
+
+# --- gradients called inside a function being differentiated (operations._gradient_call) ---
+
+
+def _gradient_vjp(gradient, args, g, k):
+    """The vector-Jacobian product, in argument ``k``, of the gradient ``grad(f, wrt=w)``
+    called on ``args``: d<grad_w f(args), g>/d args[k], which is the Hessian's block (k, w)
+    times g. It is the gradient in args[k] of f's tangent program along w, with g as the
+    tangent (reverse over forward mode; second partials read as symmetric)."""
+    from . import higher
+
+    w = higher._names(gradient.fun, gradient.wrt)
+    tf = higher.tangent_function(gradient.fun, w, returns="tangent")
+    return higher._gradient_of(tf, (k,))(*args, g)[0]
+
+
+def _gradient_jvp(gradient, args, t, k):
+    """The tangent of ``grad(f, wrt=w)(args)`` along ``t`` in argument ``k``: the gradient
+    in w of f's tangent program along args[k]."""
+    from . import higher
+
+    w = higher._names(gradient.fun, gradient.wrt)
+    name = gradient.fun.__code__.co_varnames[k]
+    tf = higher.tangent_function(gradient.fun, (name,), returns="tangent")
+    return higher._gradient_of(tf, (gradient.fun.__code__.co_varnames.index(w[0]),))(
+        *args, t)[0]

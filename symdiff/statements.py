@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import logging
+import re
 import warnings
 
 from . import containers, rules, runtime
@@ -20,6 +21,8 @@ from .ir import Eqn
 from .parse import FunctionSource
 from .references import _user_function
 
+_USER_LINE = re.compile(r"#\s*(line \d+(?: of \w+)?)")
+
 
 class Statements:
     """Statements; relies on ``lower._Lowering`` for everything else (``_ssa``, ``_bind``,
@@ -28,7 +31,7 @@ class Statements:
     def _statements(self, stmts):
         for stmt in stmts:
             self.line = stmt.lineno
-            self.where = (f"line {stmt.lineno}{self.label}", self._statement_text(stmt))
+            self.where = (self._line_label(stmt), self._statement_text(stmt))
             first = len(self.eqns)
             try:
                 self._statement(stmt)
@@ -62,6 +65,16 @@ class Statements:
                 self.fail(stmt, f"this statement nests {_depth(stmt)} levels deep where "
                           "symdiff cannot cut it into parts (a condition, an argument of "
                           "stop_gradient, an index...)", "split it into several assignments")
+
+    def _line_label(self, stmt) -> str:
+        """``line N`` (of the helper inlined): in a program symdiff wrote (a tangent
+        program differentiated again), the user's line its comment names."""
+        if self.parsed.namespace.globals.get("__name__") == "symdiff.generated" and \
+                stmt.lineno <= len(self.src.lines):
+            found = _USER_LINE.search(self.src.lines[stmt.lineno - 1])
+            if found:
+                return found.group(1)
+        return f"line {stmt.lineno}{self.label}"
 
     def _statement_text(self, stmt) -> str:
         """The statement's own text (without a trailing comment): its first line."""

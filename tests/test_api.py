@@ -314,7 +314,8 @@ def test_a_check_of_the_generated_code_names_the_line():
 def test_a_non_scalar_output_names_the_return_line():
     assert text_of(lambda: grad(M.matrix_out)(np.ones((1, 2)))) == (
         "F:42:5: matrix_out returned an array of shape (1, 1); a gradient needs a scalar "
-        "output: reduce it first (np.sum, np.mean) or differentiate each element\n"
+        "output: reduce it first (np.sum, np.mean), or take jacobian(f) for the "
+        "derivatives of every element\n"
         "        return x @ x.T\n"
         "        ^")
 

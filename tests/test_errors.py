@@ -285,7 +285,8 @@ def test_wrt_errors_name_the_parameters():
 def test_non_scalar_output_names_the_shape():
     text = error_text("def f(x):\n    return x * 2\n", call=(np.ones((2, 3)),))
     assert text == ("F:2:5: f returned an array of shape (2, 3); a gradient needs a scalar "
-                    "output: reduce it first (np.sum, np.mean) or differentiate each element\n"
+                    "output: reduce it first (np.sum, np.mean), or take jacobian(f) for the "
+                    "derivatives of every element\n"
                     "        return x * 2\n"
                     "        ^")
 

@@ -111,10 +111,16 @@ def _resolve_dotted(dotted):
 
 
 class Maps:
-    """Object correspondences both ways, and how to spell a NumPy/SciPy object in source."""
+    """Object correspondences both ways, and how to spell a NumPy/SciPy object in source.
+    autograd's own transformations called inside a test's function are symdiff's."""
 
     def __init__(self):
         self.to_np, self.to_ag, self.spelling = {}, {}, {}
+        import autograd
+
+        import symdiff
+        for name in ("grad", "jacobian", "hessian"):
+            self.to_np[id(getattr(autograd, name))] = getattr(symdiff, name)
         for ag_mod, np_mod, dotted in _namespace_pairs():
             self._pair(ag_mod, np_mod, dotted)
             for name in dir(ag_mod):

@@ -1,0 +1,359 @@
+"""The transformations beyond grad: jvp, jacobian, hessian, grad of a gradient, and gradients
+called inside a function being differentiated: their signatures, layouts (JAX's), caches and
+errors. (The values of higher derivatives over a corpus: test_higher_order.py.)"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from gradcheck import load, numeric_grad
+
+from symdiff import SymdiffError, grad, hessian, jacobian, jvp, stop_gradient, value_and_grad
+
+M = load("""
+    import math
+    import numpy as np
+    from symdiff import grad, stop_gradient
+
+    def cubic(x):
+        return x ** 3 * math.sin(x)
+
+    def two(x, y):
+        return x ** 2 * y + math.exp(x * y)
+
+    def three(x, y, z):
+        return x * y * z + x ** 2 * z ** 3
+
+    def vec(x):
+        return np.sum(np.sin(x) * x ** 2)
+
+    def pair(w, b):
+        return np.sum(np.tanh(w * b) ** 2) + b ** 3
+
+    def squares(x):
+        return x ** 2
+
+    def mixed(x, a):
+        return a * x ** 3
+
+    def frozen(x):
+        return x * stop_gradient(x) ** 2
+
+    d_vec = grad(vec)
+
+    def calls_module_gradient(x):
+        return np.sum(d_vec(x) ** 2)
+
+    def calls_gradient(x):
+        return np.sum(grad(vec)(x) * x)
+
+    def calls_gradient_in_y(x, y):
+        return grad(two, 1)(x, y) * x
+
+    def aux(x):
+        return x ** 2, x
+
+    def twice_through(x):
+        return np.sum(grad(calls_gradient)(x))
+
+    def counted(x, n):
+        s = 0.0
+        for i in range(n):
+            s = s + math.sin(x * i)
+        return s
+""")
+
+
+def text_of(call) -> str:
+    with pytest.raises(SymdiffError) as e:
+        call()
+    return str(e.value).replace(inspect.getsourcefile(M.cubic), "F")
+
+
+def second(f, x, h=1e-5):
+    """Central differences of f's gradient: f''(x) for a scalar function of a scalar."""
+    g = grad(f)
+    return (g(x + h) - g(x - h)) / (2 * h)
+
+
+# --- grad of a gradient ---
+
+def test_grad_of_grad_is_the_second_derivative():
+    x = 0.7
+    exact = 6 * x * np.sin(x) + 6 * x ** 2 * np.cos(x) - x ** 3 * np.sin(x)
+    assert grad(grad(M.cubic))(x) == pytest.approx(exact, rel=1e-12)
+    assert grad(grad(M.cubic))(x) == pytest.approx(second(M.cubic, x), rel=1e-7)
+
+
+def test_third_order_composes():
+    x = 0.7
+    d3 = grad(grad(grad(M.cubic)))(x)
+    h = 1e-4
+    fd = (grad(grad(M.cubic))(x + h) - grad(grad(M.cubic))(x - h)) / (2 * h)
+    assert d3 == pytest.approx(fd, rel=1e-6)
+
+
+def test_mixed_partials_with_wrt():
+    x, y = 0.3, -0.8
+    dxy = grad(grad(M.two, wrt=1), wrt=0)(x, y)
+    dyx = grad(grad(M.two, wrt=0), wrt=1)(x, y)
+    exact = 2 * x + np.exp(x * y) * (1 + x * y)
+    assert dxy == pytest.approx(exact, rel=1e-12)
+    assert dyx == pytest.approx(exact, rel=1e-12)
+    both = grad(grad(M.two, wrt="x"), wrt=("x", "y"))(x, y)
+    assert isinstance(both, tuple) and both[1] == pytest.approx(exact, rel=1e-12)
+    assert both[0] == pytest.approx(2 * y + y * y * np.exp(x * y), rel=1e-12)
+
+
+def test_value_and_grad_of_a_gradient():
+    value, d2 = value_and_grad(grad(M.cubic))(0.7)
+    assert value == pytest.approx(grad(M.cubic)(0.7), rel=1e-14)
+    assert d2 == pytest.approx(grad(grad(M.cubic))(0.7), rel=1e-14)
+
+
+def test_a_second_derivative_through_stop_gradient_is_zero_where_jax_is():
+    # x * sg(x)**2: first derivative sg(x)**2 = x**2 as a value, second 0 (JAX: 0)
+    assert grad(M.frozen)(3.0) == 9.0
+    assert grad(grad(M.frozen))(3.0) == 0.0
+
+
+def test_grad_of_grad_shows_its_source():
+    source = grad(grad(M.cubic)).source
+    assert source.startswith("def grad_dcubic_dx(x):")
+    assert "x_dot = 1.0" in source
+    assert "_fit(dx, x)" in source
+
+
+def test_grad_of_grad_of_an_array_parameter_is_refused_at_the_call():
+    assert text_of(lambda: grad(grad(M.vec))(np.ones(3))) == (
+        "grad of grad(vec) with respect to x: grad(vec) must give a scalar, but x has shape "
+        "(3,); use hessian(vec) for the second derivatives of an array parameter")
+    # (a 0-d array is a scalar)
+    assert grad(grad(M.vec))(np.array(0.5)) == pytest.approx(
+        2 * np.sin(0.5) + 4 * 0.5 * np.cos(0.5) - 0.25 * np.sin(0.5))
+
+
+def test_grad_of_a_tuple_gradient_or_of_aux_is_refused():
+    assert "returns a tuple, not a scalar; use hessian" in text_of(
+        lambda: grad(grad(M.two, wrt=(0, 1))))
+    assert "has_aux" in text_of(lambda: grad(grad(M.aux, has_aux=True)))
+    assert "value_and_grad" in text_of(lambda: grad(value_and_grad(M.cubic)))
+
+
+def test_containers_are_refused_by_the_transformations():
+    m = load("""
+        def f(p):
+            a, b = p
+            return a ** 3 * b
+    """)
+    assert text_of(lambda: grad(grad(m.f))((2.0, 3.0))) == (
+        "grad of grad(f) with respect to p: grad(f) must give a scalar, but p is a tuple; "
+        "use hessian(f) for the second derivatives of an array parameter")
+    for what, call in [("hessian", lambda: hessian(m.f)((2.0, 3.0))),
+                       ("jacobian", lambda: jacobian(m.f)((2.0, 3.0))),
+                       ("jvp", lambda: jvp(m.f, ((2.0, 3.0),), ((1.0, 0.0),)))]:
+        assert text_of(call) == (
+            f"{what} of f: p is a tuple; {what} does not differentiate containers yet (grad "
+            "does): pass their arrays as arguments of their own")
+
+
+def test_the_gradient_of_a_method_gradient_is_refused():
+    m = load("""
+        class Model:
+            def loss(self, x):
+                return x ** 3
+    """)
+    assert "higher-order derivatives are not supported yet for methods" in text_of(
+        lambda: grad(grad(m.Model().loss)))
+
+
+def test_an_integer_parameter_of_a_second_derivative_stays_an_integer():
+    x = 0.4
+    d2 = grad(grad(M.counted))(x, 4)
+    assert d2 == pytest.approx(-sum(i * i * np.sin(x * i) for i in range(4)), rel=1e-12)
+
+
+# --- gradients called inside a function being differentiated ---
+
+@pytest.mark.parametrize("name", ["calls_module_gradient", "calls_gradient"])
+def test_a_gradient_called_inside_is_differentiated(name):
+    f = getattr(M, name)
+    x = np.array([0.3, -1.2, 0.8])
+    assert np.allclose(grad(f)(x), numeric_grad(f, [x], 0), atol=1e-7)
+
+
+def test_a_gradient_in_another_parameter_called_inside():
+    f = M.calls_gradient_in_y
+    for k in (0, 1):
+        assert grad(f, wrt=k)(0.3, -0.8) == pytest.approx(
+            numeric_grad(f, [0.3, -0.8], k), rel=1e-7)
+
+
+def test_a_gradient_called_inside_shows_the_hessian_vector_product():
+    source = grad(M.calls_gradient).source
+    assert "_t0 = grad(vec)(x)  # line" in source
+    assert "_gradient_vjp(grad(vec), (x,), " in source
+
+
+def test_a_third_derivative_through_a_gradient_called_inside_is_refused_where_written():
+    text = text_of(lambda: hessian(M.calls_gradient)(np.ones(2)))
+    assert text.startswith("F:30:12: a derivative of higher order through grad(vec) is not "
+                           "supported")
+    assert "        return np.sum(grad(vec)(x) * x)\n               ^" in text
+
+
+# --- jvp ---
+
+def test_jvp_takes_jax_signature():
+    value, tangent = jvp(M.two, (0.3, -0.8), (1.0, 0.0))
+    assert value == M.two(0.3, -0.8)
+    assert tangent == pytest.approx(grad(M.two)(0.3, -0.8), rel=1e-14)
+    value, tangent = jvp(M.two, [0.3, -0.8], [0.5, 2.0])
+    dx, dy = grad(M.two, wrt=(0, 1))(0.3, -0.8)
+    assert tangent == pytest.approx(0.5 * dx + 2.0 * dy, rel=1e-14)
+
+
+def test_jvp_of_an_array_function_has_its_shape_and_precision():
+    x = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    value, tangent = jvp(M.squares, (x,), (np.ones(3, dtype=np.float32),))
+    assert tangent.dtype == np.float32 and tangent.shape == (3,)
+    assert np.array_equal(tangent, 2 * x)
+
+
+def test_jvp_holds_integers_constant():
+    value, tangent = jvp(M.mixed, (2.0, 3), (1.0, 0))
+    assert tangent == 36.0
+    assert "a is int, held constant, but its tangent is not zero" in text_of(
+        lambda: jvp(M.mixed, (2.0, 3), (1.0, 1)))
+
+
+@pytest.mark.parametrize(("primals", "tangents", "says"), [
+    ((1.0,), (1.0, 2.0), "1 primals but 2 tangents"),
+    ((np.ones(3),), (np.ones(2),), "the tangent of argument 0 has shape (2,), its primal (3,)"),
+    (1.0, 1.0, "must be tuples"),
+])
+def test_jvp_refuses_mismatched_arguments(primals, tangents, says):
+    assert says in text_of(lambda: jvp(M.squares, primals, tangents))
+
+
+def test_jvp_of_a_gradient_is_a_hessian_vector_product():
+    x, v = np.array([0.3, -1.2, 0.8]), np.array([1.0, 0.5, -2.0])
+    g, hv = jvp(grad(M.vec), (x,), (v,))
+    assert np.allclose(g, grad(M.vec)(x), rtol=1e-14)
+    h = 1e-6
+    fd = (grad(M.vec)(x + h * v) - grad(M.vec)(x - h * v)) / (2 * h)
+    assert np.allclose(hv, fd, atol=1e-7)
+
+
+def test_jvp_of_a_tuple_gradient_gives_tuples():
+    w, b = np.array([0.3, -1.2]), 0.7
+    (gw, gb), (tw, tb) = jvp(grad(M.pair, wrt=(0, 1)), (w, b), (np.array([1.0, 0.0]), 0.5))
+    assert np.allclose(gw, grad(M.pair)(w, b)) and gb == pytest.approx(grad(M.pair, 1)(w, b))
+    h = 1e-6
+    plus = grad(M.pair, wrt=(0, 1))(w + h * np.array([1.0, 0.0]), b + h * 0.5)
+    minus = grad(M.pair, wrt=(0, 1))(w - h * np.array([1.0, 0.0]), b - h * 0.5)
+    assert np.allclose(tw, (plus[0] - minus[0]) / (2 * h), atol=1e-7)
+    assert tb == pytest.approx((plus[1] - minus[1]) / (2 * h), abs=1e-7)
+
+
+# --- jacobian and hessian: JAX's layouts ---
+
+def test_jacobian_layout_forward_and_reverse():
+    x = np.array([0.5, 1.5, -2.0])
+    assert np.array_equal(jacobian(M.squares)(x), np.diag(2 * x))
+    # a scalar's Jacobian in an array: the array's shape (reverse: one row)
+    assert jacobian(M.vec)(x).shape == (3,)
+    assert np.allclose(jacobian(M.vec)(x), grad(M.vec)(x))
+    # an array's Jacobian in a scalar: the value's shape
+    j = jacobian(M.pair, wrt=1)(np.ones(2), 0.3)
+    assert np.shape(j) == ()
+
+
+def test_jacobian_with_a_tuple_wrt_gives_a_tuple():
+    jw, jb = jacobian(M.pair, wrt=(0, 1))(np.array([0.2, 0.4]), 0.3)
+    assert jw.shape == (2,) and np.shape(jb) == ()
+    assert np.allclose(jw, grad(M.pair)(np.array([0.2, 0.4]), 0.3))
+
+
+def test_hessian_layouts():
+    x = np.array([0.3, -1.2, 0.8])
+    H = hessian(M.vec)(x)
+    assert H.shape == (3, 3) and np.allclose(H, H.T)
+    assert np.allclose(H, np.diag(2 * np.sin(x) + 4 * x * np.cos(x) - x ** 2 * np.sin(x)))
+    w, b = np.array([0.3, -1.2]), 0.7
+    blocks = hessian(M.pair, wrt=(0, 1))(w, b)
+    assert [[np.shape(B) for B in row] for row in blocks] == [[(2, 2), (2,)], [(2,), ()]]
+    assert np.allclose(blocks[0][1], blocks[1][0])
+    assert np.shape(hessian(M.pair, wrt=1)(w, b)) == ()
+
+
+def test_hessian_matches_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def pair(w, b):
+        return jnp.sum(jnp.tanh(w * b) ** 2) + b ** 3
+
+    w, b = np.array([0.3, -1.2]), 0.7
+    ours = hessian(M.pair, wrt=(0, 1))(w, b)
+    theirs = jax.hessian(pair, argnums=(0, 1))(w, b)
+    for i in range(2):
+        for j in range(2):
+            assert np.allclose(ours[i][j], np.asarray(theirs[i][j]), rtol=1e-12, atol=1e-14)
+
+
+def test_a_vector_output_given_to_grad_points_to_jacobian():
+    assert "take jacobian(f) for the derivatives of every element" in text_of(
+        lambda: grad(M.squares)(np.ones(2)))
+
+
+# --- caches ---
+
+def test_a_second_derivative_from_the_disk_cache_needs_no_sympy(tmp_path):
+    module = tmp_path / "second_module.py"
+    module.write_text(textwrap.dedent("""
+        import math
+        def f(x):
+            return x ** 3 * math.sin(x)
+    """))
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import second_module
+        from symdiff import grad
+        print(grad(grad(second_module.f))(0.7), "sympy" in sys.modules)
+    """)
+    env = {"SYMDIFF_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    first = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env=env, check=True).stdout.split()
+    again = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env=env, check=True).stdout.split()
+    assert first[0] == again[0] and first[1] == "True" and again[1] == "False"
+
+
+def test_a_tangent_program_follows_a_redefined_helper():
+    m = load("""
+        def helper(x):
+            return x ** 2
+
+        def f(x):
+            return helper(x) * x
+    """)
+    assert grad(grad(m.f))(2.0) == pytest.approx(12.0)  # (x**3)'' = 6x
+    m.helper = load("""
+        def helper(x):
+            return x ** 3
+    """).helper
+    assert grad(grad(m.f))(2.0) == pytest.approx(48.0)  # (x**4)'' = 12x**2
+
+
+def test_stop_gradient_is_kept_in_a_jvp():
+    value, tangent = jvp(M.frozen, (3.0,), (1.0,))
+    assert value == 27.0 and tangent == 9.0
+    assert stop_gradient(2.0) == 2.0
