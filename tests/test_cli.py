@@ -1313,11 +1313,28 @@ def test_order_2_check_passes_with_stop_gradient_frozen(second, capsys):
     assert out.endswith(" over 3 random points: ok\n")
 
 
-@pytest.mark.xfail(strict=True, reason="forward.py writes stop_gradient(y) as _sg0 = y in "
-                   "the tangent program, which the reverse sweep then differentiates: "
-                   "hessian(f) has d2f/dx dy = 1, JAX 0")
 def test_order_2_check_of_a_stop_gradient_of_a_parameter(second, capsys):
-    assert run(capsys, second, "--hessian", "--check", "-f", "f")[0] == 0
+    status, out, err = run(capsys, second, "--hessian", "--check", "-f", "f")
+    assert (status, err) == (0, "") and out.endswith(" over 3 random points: ok\n")
+    status, out, err = run(capsys, second, "--hessian", "-f", "f")
+    assert status == 0 and "_sg0 = y  # line 9: stop_gradient: no gradient flows back" in out
+
+
+def test_order_2_refuses_a_stop_gradient_name_that_is_not_symdiffs(tmp_path, capsys):
+    path = write(tmp_path, """\
+        from symdiff import stop_gradient as sg
+
+        def stop_gradient(x):
+            return x
+
+        def g(x):
+            return x * sg(x)
+        """)
+    status, out, err = run(capsys, path, "--hessian", "-f", "g")
+    assert (status, out) == (1, "")
+    assert err == (f"{path}:6:1: error: the module-level name stop_gradient of g is not "
+                   "symdiff's: the tangent program writes symdiff's stop_gradient by that "
+                   "name\n    def g(x):\n    ^\n  supported instead: rename yours\n")
 
 
 def test_order_2_check_fails_where_the_hessian_is_wrong(second, capsys, monkeypatch):
