@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import dataclasses
 import importlib.machinery
 import importlib.util
@@ -492,6 +493,12 @@ def _second_programs(b, module, shapes) -> str:
     fs = b.function
     wrt = tuple(b.ir.wrt)
     shown = _kinds(fs.node, shapes, kinds.FLOAT)
+    # Without its defaults (the kinds above read them): tangents, which have none, follow
+    # the parameters in the tangent program's def.
+    node = copy.copy(fs.node)
+    node.args = copy.copy(node.args)
+    node.args.defaults, node.args.kw_defaults = [], [None] * len(node.args.kw_defaults)
+    fs = dataclasses.replace(fs, node=node)
     scalars = all(isinstance(shown.get(p), kinds.Number) for p in wrt)
     names = ", ".join(wrt)
     if scalars:

@@ -1291,6 +1291,15 @@ def test_order_2_with_an_array_prints_a_hessian_vector_product(tmp_path, capsys)
     assert "\ndef grad_jvp_g(v, t, v_dot, t_dot):\n" in out
 
 
+def test_order_2_of_a_function_with_defaults_puts_the_tangents_after_its_parameters(
+        tmp_path, capsys):
+    path = write(tmp_path, "import numpy as np\n\ndef h(v: (3,), s=2.0):\n"
+                           "    return np.sin(v) * s\n")
+    status, out, err = run(capsys, path, "--order", "2")
+    assert (status, err) == (0, "")
+    assert "\ndef grad_jvp_h(v, s, v_dot, s_dot):\n" in out
+
+
 def test_order_2_of_code_without_a_closed_formula_prints_the_note_and_programs(tmp_path,
                                                                               capsys):
     path = write(tmp_path, """\
