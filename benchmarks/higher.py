@@ -47,7 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import compare  # noqa: E402 - the measuring helpers and the functions themselves
-from compare import chain10, logistic_nll, mlp, rosenbrock_chain  # noqa: E402
+from compare import logistic_nll, mlp, rosenbrock_chain  # noqa: E402
 
 import symdiff  # noqa: E402
 from symdiff import SymdiffError  # noqa: E402
@@ -173,6 +173,13 @@ def mlp_data(scale):
     return n, weights, tangents
 
 
+def symdiff_hvp(g, n):
+    """``symdiff.jvp(g, primals, tangents)`` called with the n primals, then the tangents."""
+    def hvp(*a):
+        return symdiff.jvp(g, a[:n], a[n:])
+    return hvp
+
+
 def symdiff_call(title, make):
     """``make()`` (symdiff's contender, called once to build it), or None with a note where
     symdiff refuses the case."""
@@ -227,7 +234,7 @@ def run_hvps(scale, others, timing):
         contenders = {}
         g = symdiff.grad(f, wrt=(0, 1, 2))
         fn, sargs, ref = symdiff_call(title, lambda g=g, args=args, ts=ts: (
-            lambda *a, _n=len(args): symdiff.jvp(g, a[:_n], a[_n:]), (*args, *ts)))
+            symdiff_hvp(g, len(args)), (*args, *ts)))
         if fn is not None:
             contenders["symdiff"] = (fn, sargs)
         contenders["sd grad"] = (g5, args5)  # the gradient with the data as arguments: the
@@ -317,7 +324,7 @@ def profile_report(scale):
             continue
         calls = 50
         profiler = cProfile.Profile()
-        profiler.runcall(lambda h=h, args=args: [h(*args) for _ in range(calls)])
+        profiler.runcall(lambda h=h, args=args, calls=calls: [h(*args) for _ in range(calls)])
         stats = pstats.Stats(profiler)
         columns = int(np.size(args[0]))
         total = stats.total_tt / calls
