@@ -20,9 +20,10 @@ Cases (issue 14's "Performance"):
   included, a fresh cache directory); target: under 1 s.
 
 Every result is checked to agree (1e-8 relative, compare.check) before anything is timed.
-The measuring is compare.py's (interleaved rounds, best of several, single-threaded BLAS as
-compare.py's environment says); JAX and autograd are skipped, with a note, where missing,
-and symdiff's column is skipped, with its error's first line, where it refuses a case.
+The measuring is compare.py's (interleaved rounds, best of several), with OpenBLAS held to
+one thread (OPENBLAS_NUM_THREADS=1 unless the environment sets it); JAX and autograd are
+skipped, with a note, where missing, and symdiff's column is skipped, with its error's
+first line, where it refuses a case.
 Ratios here are symdiff's time over the other's (below 1: symdiff is faster): sd/jax is the
 inverse of compare.py's jax/sd.
 
@@ -42,7 +43,11 @@ import time
 import types
 from pathlib import Path
 
-import numpy as np
+# Single-threaded BLAS, as the README's figures say (set before NumPy loads OpenBLAS; an
+# explicit setting in the environment wins): on a shared machine, threads measure the others.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
