@@ -395,7 +395,10 @@ class ArrayOp:
     # ``vjp``'s templates are filled (statics are their code); the parts add up. A
     # differentiable parameter without a template here has no tangent rule: refused.
     # Templates are NumPy (and ``scipy.``) code that symdiff differentiates again (a
-    # Hessian is reverse over forward): never a helper of runtime's.
+    # Hessian is reverse over forward): never a helper of runtime's. A linear function of
+    # several values (np.split): each output's tangent is that output of the call on the
+    # tangents. Parameters with an empty vjp template (np.take's indices, np.repeat's
+    # repeats, a count) are passed as they are, never replaced by zeros.
     linear: str = ""
     jvp: dict[str, str] = field(default_factory=dict)
     # For a function of several values (``outputs``): one such dict per output, in order;
@@ -593,10 +596,55 @@ _NOT_NAN_T = "{np}.where({np}.isnan({a}), 0.0, {t})"
 _NANSUM_JVP = _sub("{np}.sum(%s, %s)", _NOT_NAN_T, _AS_OUT)
 _NANMEAN_JVP = _sub("%s / {np}.sum({np}.logical_not({np}.isnan({a})), %s)", _NANSUM_JVP,
                     _AS_OUT)
-# The 2-norm and the Frobenius norm: sum(x*t)/norm, 0 at 0. Other orders are still to be
-# written: NaN (forward mode should refuse them where the call is read).
-_NORM_JVP = _sub("({np}.sum({x} * {t}, %s) / {np}.where({out} == 0, 1.0, {out}) "
-                 "if {ord} in (None, 'fro') else {np}.nan * {out})", _AS_OUT)
+# np.linalg.norm, by its order (a static choice): the 2-norm and the Frobenius norm,
+# sum(x*t)/norm (0 at 0); vectors' 1, inf, -inf (ties share) and 0; matrices' (axis None)
+# 2, -2, 'nuc' (by their singular vectors), 1, -1, inf, -inf (the columns' or rows' sums
+# of |x|, ties share). Other orders (a p-norm, matrices along an axis pair): NaN, still to
+# be written (forward mode should refuse them where the call is read).
+_NAN = "{np}.nan * {out}"
+
+
+def _vector_norm(extreme: str) -> str:
+    mask = _sub("({np}.abs({x}) == {np}.%s({np}.abs({x}), %s))", extreme, _KEEP)
+    return _sub("{np}.sum({np}.sign({x}) * {t} * %s, %s) / {np}.sum(%s, %s)", mask, _AS_OUT,
+                mask, _AS_OUT)
+
+
+def _by_order(cases: list[tuple[str, str]]) -> str:
+    """Nested conditional expressions on {ord}, NaN for any other order."""
+    code = _NAN
+    for order, template in reversed(cases):
+        code = _sub("(%s if {ord} == %s else %s)", template, order, code)
+    return code
+
+
+_SVD_X = "{np}.linalg.svd({x}, full_matrices=False)"
+
+
+def _singular(k: str) -> str:
+    return _sub("{np}.sum(%s[0][:, %s] * ({t} @ %s[2][%s]))", _SVD_X, k, _SVD_X, k)
+
+
+def _matrix_sums(extreme: str, axis: str) -> str:
+    sums = _sub("{np}.sum({np}.abs({x}), axis=%s, keepdims=True)", axis)
+    mask = _sub("(%s == {np}.%s(%s))", sums, extreme, sums)
+    return _sub("{np}.sum({np}.sign({x}) * {t} * %s) / {np}.sum(%s)", mask, mask)
+
+
+_TWO_NORM = _sub("{np}.sum({x} * {t}, %s) / {np}.where({out} == 0, 1.0, {out})", _AS_OUT)
+_VECTOR_NORM = _by_order([
+    ("1", _sub("{np}.sum({np}.sign({x}) * {t}, %s)", _AS_OUT)), ("2", _TWO_NORM),
+    ("{np}.inf", _vector_norm("max")), ("-{np}.inf", _vector_norm("min")),
+    ("0", "0.0 * {out}")])
+_MATRIX_NORM = _sub("{np}.reshape(%s, {np}.shape({out}))", _by_order([
+    ("2", _singular("0")), ("-2", _singular("-1")),
+    ("'nuc'", _sub("{np}.sum(%s[0] * ({t} @ %s))", _SVD_X, _swap(_SVD_X + "[2]"))),
+    ("1", _matrix_sums("max", "0")), ("-1", _matrix_sums("min", "0")),
+    ("{np}.inf", _matrix_sums("max", "1")), ("-{np}.inf", _matrix_sums("min", "1"))]))
+_NORM_JVP = _sub(
+    "(%s if {ord} in (None, 'fro') else %s if {np}.ndim({axis}) == 1 else "
+    "(%s if {np}.ndim({x}) == 2 else %s) if {axis} is None else %s)",
+    _TWO_NORM, _NAN, _MATRIX_NORM, _VECTOR_NORM, _VECTOR_NORM)
 # np.arange: entries start + k*step; arange(stop) alone has no start (its count's tangent
 # is 0).
 _ARANGE_JVP = {"start": "({t} * {np}.ones({np}.shape({out})) if {stop} is not None "

@@ -4148,6 +4148,17 @@ FORWARD_CASES = [
     F("np.linalg.norm", "np.linalg.norm(x, axis=1, keepdims=True)",
       {"x": np.array([[0.0, 0.0], [3.0, 4.0]])}, {"axis": "1", "keepdims": "True"}),
     F("np.linalg.norm", "np.linalg.norm(x, 'fro')", {"x": _r(3, 4)}, {"ord": "'fro'"}),
+    *[F("np.linalg.norm", f"np.linalg.norm(x, {order})", {"x": _r(5)}, {"ord": order})
+      for order in ("1", "np.inf", "-np.inf", "0", "2")],
+    F("np.linalg.norm", "np.linalg.norm(x, np.inf, axis=1)", {"x": _TIES}, {"ord": "np.inf",
+                                                                           "axis": "1"},
+      again=False),
+    F("np.linalg.norm", "np.linalg.norm(x, 1, axis=0, keepdims=True)", {"x": _r(3, 4)},
+      {"ord": "1", "axis": "0", "keepdims": "True"}),
+    *[F("np.linalg.norm", f"np.linalg.norm(x, {order})", {"x": _r(4, 3)}, {"ord": order})
+      for order in ("2", "-2", "'nuc'", "1", "-1", "np.inf", "-np.inf")],
+    F("np.linalg.norm", "np.linalg.norm(x, 'nuc', keepdims=True)", {"x": _r(3, 3)},
+      {"ord": "'nuc'", "keepdims": "True"}),
     F("np.matmul", "a @ b", {"a": _r(3, 4), "b": _r(4, 2)}),
     F("np.matmul", "a @ b", {"a": _r(2, 3, 4), "b": _r(4)}),
     F("np.dot", "np.dot(a, b)", {"a": _r(3, 4), "b": _r(4)}),
