@@ -8,6 +8,7 @@ generated from these rows.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import functools
 import importlib
@@ -2127,6 +2128,42 @@ def _scipy_rows(module: str) -> dict:
     the module (so that symdiff never imports SciPy, which takes a second, for code that
     does not use it)."""
     return {**_index(ELEMENTWISE, module), **_index(ARRAY_OPS, module)}
+
+
+def _literal(code: str):
+    """The value of a static's code where it is a literal (an order, a string), or the
+    infinities as NumPy and math spell them; else ``...`` (not known here)."""
+    text = code.replace(" ", "")
+    sign, name = (-1, text[1:]) if text.startswith("-") else (1, text)
+    if name.split(".")[-1] == "inf":
+        return sign * math.inf
+    try:
+        return ast.literal_eval(code)
+    except (ValueError, SyntaxError):
+        return ...
+
+
+# (-1, -2 and 'nuc' of a vector, which the code does not tell, give NaN tangents)
+_NORM_ORDERS = (None, "fro", "nuc", 0, 1, -1, 2, -2, math.inf, -math.inf)
+
+
+def no_tangent(row: ArrayOp, statics: dict[str, str]) -> str:
+    """Why forward mode has no tangent for this call of ``row`` (``statics``: its static
+    parameters' code, as written), or "": a form the templates do not cover (a p-norm, a
+    banded solve)."""
+    name = row.names[0]
+    if name == "np.linalg.norm":
+        order = _literal(statics.get("ord", "None"))
+        axis = _literal(statics.get("axis", "None"))
+        if order not in (None, "fro") and (order is ... or order not in _NORM_ORDERS or
+                                           axis is ... or isinstance(axis, tuple)):
+            return (f"the tangent of np.linalg.norm with ord={statics['ord']} is not written "
+                    "(orders None, 'fro', 'nuc', 0, 1, -1, 2, -2, inf, -inf, written in the "
+                    "code, over one axis or all of a matrix)")
+    if name in ("scipy.linalg.solve", "scipy.linalg.inv") and \
+            _literal(statics.get("assume_a", "None")) == "banded":
+        return f"the tangent of {name} with assume_a='banded' is not written"
+    return ""
 
 
 def lookup(obj):

@@ -4056,6 +4056,7 @@ def test_every_array_row_has_a_tangent_rule(row):
     assert row.linear in ("", "joint", "multi"), name
     if row.linear:
         assert not row.jvp and not row.output_jvps and not row.alone_jvp, name
+        assert all(row.part(k).linear == row.linear for k in range(len(row.outputs)))
         return
     if row.outputs:
         assert not row.jvp and len(row.output_jvps) == len(row.outputs), name
@@ -4073,6 +4074,25 @@ def test_every_array_row_has_a_tangent_rule(row):
 
 def test_no_tangent_names_are_rows():
     assert NO_TANGENT <= {row.names[0] for row in FORWARD_ROWS}
+
+
+@pytest.mark.parametrize(("name", "statics", "refused"), [
+    ("np.linalg.norm", {}, False), ("np.linalg.norm", {"ord": "'fro'"}, False),
+    ("np.linalg.norm", {"ord": "None", "axis": "(0, 1)"}, False),
+    ("np.linalg.norm", {"ord": "-np.inf", "axis": "1"}, False),
+    ("np.linalg.norm", {"ord": "np.inf"}, False), ("np.linalg.norm", {"ord": "'nuc'"}, False),
+    ("np.linalg.norm", {"ord": "3"}, True), ("np.linalg.norm", {"ord": "p"}, True),
+    ("np.linalg.norm", {"ord": "1", "axis": "(0, 1)"}, True),
+    ("np.linalg.norm", {"ord": "1", "axis": "k"}, True),
+    ("scipy.linalg.solve", {"assume_a": "'banded'"}, True),
+    ("scipy.linalg.solve", {"assume_a": "'pos'"}, False), ("np.sum", {"axis": "1"}, False)])
+def test_calls_without_a_tangent_are_told(name, statics, refused):
+    """A form the templates do not cover (they give NaN there) is named, for forward mode to
+    refuse where the call is read."""
+    reason = rules.no_tangent(_row(name), statics)
+    assert bool(reason) is refused, reason
+    if refused:
+        assert "is not written" in reason
 
 
 _RNG = np.random.default_rng(7)
@@ -4134,6 +4154,10 @@ FORWARD_CASES = [
     F("np.std", "np.std(a, axis=1, keepdims=True)", {"a": _r(3, 4)},
       {"axis": "1", "keepdims": "True"}),
     F("np.std", "np.std(a, ddof=1)", {"a": _r(5)}, {"ddof": "1"}),
+    F("np.std", "np.std(a)", {"a": np.array([1.5])}),
+    F("np.var", "np.var(a, axis=0)", {"a": _r(1, 3)}, {"axis": "0"}),
+    F("np.prod", "np.prod(a, axis=0)", {"a": _r(1, 3).astype(np.float32)}, {"axis": "0"},
+      rtol=1e-3),
     F("np.cumsum", "np.cumsum(a, axis=1)", {"a": _r(3, 4)}),
     F("np.diff", "np.diff(a, 2, axis=0)", {"a": _r(4, 3)}),
     F("np.cumprod", "np.cumprod(a, axis=1)", {"a": _r(3, 4)}, {"axis": "1"}),
