@@ -399,7 +399,10 @@ class ArrayOp:
     # Hessian is reverse over forward): never a helper of runtime's. A linear function of
     # several values (np.split): each output's tangent is that output of the call on the
     # tangents. Parameters with an empty vjp template (np.take's indices, np.repeat's
-    # repeats, a count) are passed as they are, never replaced by zeros.
+    # repeats, a count) are passed as they are, never replaced by zeros; the entries of
+    # ``entries`` that are code (np.array([x, 2.0])'s 2.0) are zeros. A result of an integer
+    # or boolean dtype (astype(int), np.full(..., dtype=int)) has tangent 0, as it has no
+    # gradient: the call on the tangents would truncate them.
     linear: str = ""
     jvp: dict[str, str] = field(default_factory=dict)
     # For a function of several values (``outputs``): one such dict per output, in order;
