@@ -188,9 +188,8 @@ class Operations:
             (callee,), params,
             {p: f"_gradient_vjp({escaped}, {every}, {{g}}, {i})" for i, p in enumerate(params)},
             defaults, note="a gradient: its vector-Jacobian product is a Hessian-vector "
-            "product")
-        object.__setattr__(row, "jvp", {p: f"_gradient_jvp({escaped}, {every}, {{t}}, {i})"
-                                        for i, p in enumerate(params)})
+            "product", jvp={p: f"_gradient_jvp({escaped}, {every}, {{t}}, {i})"
+                            for i, p in enumerate(params)})
         args = self._arguments(list(node.args), node.keywords, params, len(defaults), callee,
                                node)
         return self._array_op(node, row, args)
