@@ -27,6 +27,7 @@ from .control import _mark_active, _replace
 from .emit import Printer
 from .errors import SymdiffError
 from .ir import IR, Eqn, If, Loop, Names, symbol
+from .runtime import stop_gradient
 from .shapes import facts, sources
 
 
@@ -39,6 +40,7 @@ class Tangent:
     params: tuple[str, ...]  # the function's own parameters, then the tangents taken
     tangents: tuple[str, ...]  # the differentiated parameters whose tangent is a parameter
     ir: IR
+    globals: dict = dataclasses.field(default_factory=dict)  # its own free names' objects
 
 
 def tangent_program(ir: IR, seeds: dict[str, str] | None = None, returns: str = "both",
@@ -65,6 +67,8 @@ class _Forward:
         self.active = set(ir.wrt)
         _mark_active(ir.eqns, self.active)
         self.dot: dict[str, str] = {}
+        self.globals: dict[str, object] = {}  # names the program reads besides the function's
+        self.unbound: set[str] = set()  # stand-ins of a variable a path leaves unbound
 
     def tangent(self, name: str) -> str:
         if name not in self.dot:
@@ -74,6 +78,19 @@ class _Forward:
 
     def zeros(self, name: str) -> str:
         return f"{self.np}.zeros_like({name}, dtype=float)"
+
+    def _stop_gradient(self) -> str:
+        if not self.globals:
+            # (the function's own name for it, if it has one)
+            own = [n for n, obj, _ in self.ir.globals if obj is stop_gradient]
+            self.globals[own[0] if own else self.names.fresh("stop_gradient")] = stop_gradient
+        return next(iter(self.globals))
+
+    def _dot_or_zero(self, name: str | None) -> str:
+        """The tangent of ``name``: its own, zero for a constant, None where it is unbound."""
+        if name is None or name in self.unbound:
+            return "None"
+        return self.dot[name] if name in self.active else self.zeros(name)
 
     # --- the program ---
 
@@ -118,7 +135,8 @@ class _Forward:
                 "regenerate it", "    rather than edit it.", '    """']
         ret = out_dot if returns == "tangent" else f"{result}, {out_dot}"
         lines = head + ["    " + line for line in body] + [f"    return {ret}"]
-        return Tangent(name, "\n".join(lines) + "\n", (*ir.params, *params), tuple(taken), ir)
+        return Tangent(name, "\n".join(lines) + "\n", (*ir.params, *params), tuple(taken), ir,
+                       self.globals)
 
     def _items(self, items) -> list[str]:
         out: list[str] = []
@@ -135,7 +153,17 @@ class _Forward:
         comment = f"  # {eqn.where[0]}" if eqn.where[0] else ""
         if eqn.kind == "assert":
             return [ast.unparse(eqn.code) + comment]
-        lines = [f"{eqn.out} = {ast.unparse(_replace(eqn.code, {}))}" + comment]
+        if _unbound_name(eqn.code):
+            # A variable bound on the other path only: None here, plain Python that
+            # symdiff reads again (its own runtime stand-in is not).
+            self.unbound.add(eqn.out)
+            return [f"{eqn.out} = None  # {_unbound_name(eqn.code)} is not bound here"]
+        code = ast.unparse(_replace(eqn.code, {}))
+        if eqn.kind == "stop_gradient":
+            # Written out, so that a derivative of this program does not flow through it
+            # either (the second derivative through a stop_gradient is zero, as in JAX).
+            code = f"{self._stop_gradient()}({code})"
+        lines = [f"{eqn.out} = {code}" + comment]
         if eqn.out not in self.active or eqn.kind not in ("elementwise", "array"):
             return lines
         if not any(a in self.active for a in eqn.inputs):
@@ -157,8 +185,8 @@ class _Forward:
             if partial == 0:
                 continue
             if partial.has(sp.Derivative, sp.Subs):
-                raise self._refuse(eqn.code, "forward mode: this has no closed derivative "
-                                   "here", "a function of the rules table")
+                raise self._refuse_at(eqn, "forward mode: this has no closed derivative "
+                                      "here", "a function of the rules table")
             if not eqn.expr.is_Atom:
                 partial = reuse_value(partial, eqn.expr, symbol(eqn.out))
             terms.append(sp.factor_terms(partial) * symbol(self.tangent(a)))
@@ -203,9 +231,9 @@ class _Forward:
                 continue
             template = getattr(op, "jvp", {}).get(param)
             if not template:
-                raise self._refuse(eqn.code, f"forward mode through {op.names[0]} (in "
-                                   f"{param}) is not supported yet",
-                                   "grad (reverse mode) differentiates it")
+                raise self._refuse_at(eqn, f"forward mode through {op.names[0]} (in "
+                                      f"{param}) is not supported yet",
+                                      "grad (reverse mode) differentiates it", op.names)
             parts.append(template.format(t=self.dot[name], out=eqn.out, np=self.np,
                                          i=position, **fields))
         return " + ".join(f"({p})" for p in parts) or None
@@ -219,8 +247,7 @@ class _Forward:
                 lines.append(f"{phi[0]} = {phi[pick]}")
             for phi in merged:
                 src = phi[pick]
-                lines.append(f"{self.tangent(phi[0])} = "
-                             f"{self.dot[src] if src in self.active else self.zeros(src)}")
+                lines.append(f"{self.tangent(phi[0])} = {self._dot_or_zero(src)}")
         for m, _, _ in merged:
             self.active.add(m)
         for m, t, e in item.phis:
@@ -234,20 +261,18 @@ class _Forward:
     def _loop(self, item: Loop) -> list[str]:
         out = []
         carried = [(phi, init, nxt) for phi, init, nxt in item.carried if phi in self.active]
-        for (phi, init, _), name in zip(item.carried, item.names, strict=True):
-            out.append(f"{phi} = {init or f'_unbound({name!r})'}")
+        for phi, init, _ in item.carried:
+            # (None: the variable is not bound before the loop.)
+            out.append(f"{phi} = {init or 'None'}")
         for phi, _, _ in carried:
             self.tangent(phi)
         body = self._items(item.body)
         for phi, init, _ in carried:
-            start = self.dot[init] if init in self.active else "0.0" if init is None \
-                else self.zeros(init)
-            out.append(f"{self.dot[phi]} = {start}")
+            out.append(f"{self.dot[phi]} = {self._dot_or_zero(init)}")
         for phi, _, nxt in item.carried:
             body.append(f"{phi} = {nxt}")
         for phi, _, nxt in carried:
-            body.append(f"{self.dot[phi]} = "
-                        f"{self.dot[nxt] if nxt in self.active else self.zeros(nxt)}")
+            body.append(f"{self.dot[phi]} = {self._dot_or_zero(nxt)}")
         if item.break_flag:
             body += [f"if {item.break_flag}:", "    break"]
         header = (f"for {item.target} in {ast.unparse(item.header)}:" if item.kind == "for"
@@ -258,6 +283,20 @@ class _Forward:
         if getattr(node, "lineno", None) is None:
             node = self.ir.parsed.node
         return SymdiffError(problems=(self.ir.parsed.source.problem(node, message, hint),))
+
+    def _refuse_at(self, eqn: Eqn, message, hint, names=()) -> SymdiffError:
+        """Refuse ``eqn`` at the user's line: at the call of one of ``names`` there, or the
+        statement; a helper's line (inlined, maybe from another file) is named instead."""
+        if eqn.where[0] != f"line {eqn.line}":
+            return self._refuse(self.ir.parsed.node, f"{message} ({eqn.where[0]}: "
+                                f"{eqn.where[1]})", hint)
+        on_line = [n for n in ast.walk(self.ir.parsed.node)
+                   if isinstance(n, (ast.expr, ast.stmt)) and getattr(n, "lineno", 0) == eqn.line]
+        calls = [n for n in on_line if isinstance(n, ast.Call) and
+                 ast.unparse(n.func).split(".")[-1] in {m.split(".")[-1] for m in names}]
+        statements = [n for n in on_line if isinstance(n, ast.stmt)]
+        node = (calls or statements or [ast.Pass(lineno=eqn.line, col_offset=0)])[0]
+        return self._refuse(node, message, hint)
 
 
 def _renamed(node, renamed: dict[str, str], statics=()):
@@ -284,6 +323,14 @@ def _renamed(node, renamed: dict[str, str], statics=()):
             return n
 
     return Rename().visit(tree)
+
+
+def _unbound_name(code) -> str:
+    """The variable's name if ``code`` is lowering's stand-in ``_unbound('name')``."""
+    if isinstance(code, ast.Call) and isinstance(code.func, ast.Name) and \
+            code.func.id == "_unbound" and isinstance(code.args[0], ast.Constant):
+        return code.args[0].value
+    return ""
 
 
 def _without_annotations(args):

@@ -76,7 +76,7 @@ def tangent_function(fun, wrt: tuple[str, ...], seeds: dict[str, str] | None = N
         raise SymdiffError(f"{where}: symdiff failed to write the tangent program of "
                            f"{parsed.name} ({type(e).__name__}: {e}); this is a bug in "
                            "symdiff, please report it with the function's source") from None
-    names = {n: obj for n, obj, _ in ir.globals}
+    names = {n: obj for n, obj, _ in ir.globals} | program.globals
     fn, _ = compile_source(program.source, program.name, names, ir.np_alias)
     fn.__defaults__ = getattr(fun, "__defaults__", None)
     found = per_fn[key] = TangentFunction(fn, program.source, program.params,

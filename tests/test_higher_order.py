@@ -1,0 +1,270 @@
+"""Forward mode (jvp) and reverse over forward mode (Hessian-vector products, hessian,
+grad of grad), on a corpus of functions covering what the IR has: elementwise functions,
+branches, loops, helpers, stop_gradient, in-place writes, lists, array operations.
+
+Each tangent is checked against the gradient contracted with the tangent and against
+central differences of the function along it; each second derivative against central
+differences of the (first-order, separately tested) gradient; JAX where installed.
+"""
+
+import numpy as np
+import pytest
+from gradcheck import load
+
+from symdiff import grad, hessian, jvp
+from symdiff.higher import tangent_function
+
+CORPUS = load("""
+import numpy as np
+
+from symdiff import stop_gradient
+
+
+def trig(x):
+    return np.sin(x) * np.cos(2.0 * x) + np.tan(x / 3.0) + np.arctan(x) * np.sinh(x / 2)
+
+
+def explog(x):
+    return np.exp(-x) * np.log(1.0 + x ** 2) + np.log1p(x * x) + np.sqrt(x * x + 1.0)
+
+
+def power(x, y):
+    return x ** y + np.power(y, 1.5) * x
+
+
+def absolute(x):
+    return abs(x) * x ** 2 + np.abs(x - 0.25)
+
+
+def extremes(x, y):
+    return np.maximum(x, y) * np.minimum(x, 2.0 * y) + np.fmax(x * y, 0.1)
+
+
+def selected(x):
+    return np.where(x > 0.1, x ** 2, np.sin(x)) + np.clip(x, -0.5, 0.5) * x
+
+
+def smooth(x, y):
+    return np.logaddexp(x, 2.0 * y) + 1.0 / (1.0 + np.exp(-x * y)) + np.tanh(y)
+
+
+def erf(x):
+    return math.erf(x) * x + math.erfc(x / 2.0)
+
+
+def branches(x, y):
+    if x > y:
+        z = x * y
+    elif x > 0.0:
+        z = np.sin(x) - y
+    else:
+        z = y ** 2
+    return z * x + (x if y > 0.3 else y ** 3)
+
+
+def for_range(x, n):
+    s = 0.0
+    for i in range(n):
+        s = s * np.cos(x) + x ** (i + 1)
+    return s
+
+
+def while_break(x):
+    s = x
+    k = 0
+    while k < 10:
+        s = np.sin(s) + x * s
+        k += 1
+        if s > 5.0:
+            break
+    return s
+
+
+def _inner(a, b):
+    return a * np.exp(-b) + b
+
+
+def helper(x, y):
+    return _inner(x, y) * _inner(y, x)
+
+
+def unbound_on_a_path(x, c):
+    if c > 0:
+        z = x * 2.0
+    for i in range(2):
+        z = x * (i + 1)
+    return z * x
+
+
+def constant(x):
+    return 3.0
+
+
+def independent(x, y):
+    return y ** 2
+""")
+
+SCALARS = [  # (name, the arguments)
+    ("trig", (0.7,)),
+    ("explog", (0.8,)),
+    ("power", (1.3, 0.7)),
+    ("absolute", (-0.6,)),
+    ("extremes", (0.4, 0.9)),
+    ("extremes", (0.9, 0.4)),
+    ("selected", (0.3,)),
+    ("selected", (-0.2,)),
+    ("smooth", (0.5, -0.3)),
+    ("erf", (0.6,)),
+    ("branches", (0.9, 0.4)),
+    ("branches", (0.5, 0.8)),
+    ("branches", (-0.5, 0.2)),
+    ("for_range", (0.6, 3)),
+    ("for_range", (0.6, 0)),
+    ("while_break", (0.5,)),
+    ("while_break", (1.2,)),
+    ("helper", (0.5, 0.8)),
+    ("unbound_on_a_path", (0.5, 1)),
+    ("unbound_on_a_path", (0.5, -1)),
+    ("constant", (0.5,)),
+    ("independent", (0.5, 0.2)),
+]
+
+
+def _floats(args):
+    return tuple(i for i, a in enumerate(args) if np.asarray(a).dtype.kind == "f")
+
+
+def _tangents(args, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for a in args:
+        if np.asarray(a).dtype.kind != "f":
+            out.append(np.zeros_like(a) if np.ndim(a) else 0)
+        elif np.ndim(a):
+            out.append(rng.standard_normal(np.shape(a)).astype(np.asarray(a).dtype))
+        else:
+            out.append(float(rng.standard_normal()))
+    return tuple(out)
+
+
+def _along(f, args, tangents, h=1e-6):
+    """Central differences of ``f`` along ``tangents`` (float arguments only)."""
+    plus = [a + h * t if np.asarray(a).dtype.kind == "f" else a
+            for a, t in zip(args, tangents, strict=True)]
+    minus = [a - h * t if np.asarray(a).dtype.kind == "f" else a
+             for a, t in zip(args, tangents, strict=True)]
+    fp, fm = f(*plus), f(*minus)
+    if isinstance(fp, tuple):
+        return tuple((np.asarray(p) - np.asarray(m)) / (2 * h)
+                     for p, m in zip(fp, fm, strict=True))
+    return (np.asarray(fp, dtype=float) - np.asarray(fm, dtype=float)) / (2 * h)
+
+
+def _check_jvp(f, args, seed=0):
+    tangents = _tangents(args, seed)
+    value, dot = jvp(f, args, tangents)
+    np.testing.assert_allclose(value, f(*args))
+    assert np.shape(dot) == np.shape(value)
+    np.testing.assert_allclose(dot, _along(f, args, tangents), rtol=1e-5, atol=1e-6)
+    return value, dot, tangents
+
+
+@pytest.mark.parametrize(("name", "args"), SCALARS, ids=[f"{n}{a}" for n, a in SCALARS])
+def test_jvp_of_a_scalar_function(name, args):
+    f = getattr(CORPUS, name)
+    _, dot, tangents = _check_jvp(f, args)
+    wrt = _floats(args)
+    grads = grad(f, wrt=wrt)(*args)
+    contracted = sum(np.sum(g * tangents[i]) for g, i in zip(grads, wrt, strict=True))
+    np.testing.assert_allclose(dot, contracted, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(("name", "args"), SCALARS, ids=[f"{n}{a}" for n, a in SCALARS])
+def test_hessian_vector_product_of_a_scalar_function(name, args):
+    f = getattr(CORPUS, name)
+    wrt = _floats(args)
+    g = grad(f, wrt=wrt)
+    tangents = _tangents(args, 1)
+    value, hv = jvp(g, args, tangents)
+    np.testing.assert_allclose(value, g(*args), rtol=1e-12)
+    expected = _along(g, args, tangents)
+    for got, want in zip(hv, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # hessian's blocks, contracted with the tangents, are the same product
+    H = hessian(f, wrt=wrt)(*args)
+    for i, row in enumerate(H):
+        got = sum(np.tensordot(row[j], tangents[w], np.ndim(tangents[w]))
+                  for j, w in enumerate(wrt))
+        np.testing.assert_allclose(got, expected[i], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("name", "args"), [(n, a) for n, a in SCALARS if len(_floats(a)) == 1],
+                         ids=[f"{n}{a}" for n, a in SCALARS if len(_floats(a)) == 1])
+def test_second_and_third_derivatives_of_a_function_of_one_scalar(name, args):
+    f = getattr(CORPUS, name)
+    (w,) = _floats(args)
+    g = grad(f, wrt=w)
+    gg = grad(g, wrt=w)
+    e = np.zeros(len(args))
+    e[w] = 1.0
+    assert gg(*args) == pytest.approx(float(_along(g, args, e)), rel=1e-5, abs=1e-6)
+    ggg = grad(gg, wrt=w)
+    assert ggg(*args) == pytest.approx(float(_along(gg, args, e)), rel=1e-5, abs=1e-6)
+
+
+# --- stop_gradient: a constant at every order, as in JAX ---
+
+STOPPED = load("""
+import numpy as np
+
+from symdiff import stop_gradient
+
+
+def stopped(x):
+    return x * stop_gradient(x ** 2) + x ** 3
+
+
+def shifted(x):
+    return np.sum(np.exp(x - stop_gradient(np.max(x))))
+
+
+def softmax_stable(x):
+    z = x - stop_gradient(np.max(x))
+    return np.log(np.sum(np.exp(z))) + stop_gradient(np.max(x))
+""")
+
+
+def test_second_derivative_through_a_stop_gradient_is_zero():
+    f = STOPPED.stopped
+    # f' = x**2 (stopped) + 3 x**2; f'' = 6 x (nothing through the stopped factor)
+    assert grad(f)(1.5) == pytest.approx(4 * 1.5 ** 2)
+    assert grad(grad(f))(1.5) == pytest.approx(6 * 1.5)
+    assert grad(grad(grad(f)))(1.5) == pytest.approx(6.0)
+    assert jvp(f, (1.5,), (2.0,))[1] == pytest.approx(2.0 * 4 * 1.5 ** 2)
+    assert jvp(grad(f), (1.5,), (2.0,))[1] == pytest.approx(2.0 * 6 * 1.5)
+    assert "stop_gradient(x ** 2)" in tangent_function(f, ("x",)).source
+
+
+@pytest.mark.parametrize("x", [np.array([0.3, -1.2, 0.8]), np.array([0.8, -1.2, 0.8])],
+                         ids=["distinct", "tied"])
+def test_shifted_by_a_stopped_maximum(x):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def reference(x):
+        return jnp.sum(jnp.exp(x - jax.lax.stop_gradient(jnp.max(x))))
+
+    v = np.array([0.5, -1.0, 2.0])
+    f = STOPPED.shifted
+    _, dot = jvp(f, (x,), (v,))
+    assert dot == pytest.approx(float(jax.jvp(reference, (x,), (v,))[1]))
+    np.testing.assert_allclose(hessian(f)(x), jax.hessian(reference)(x), rtol=1e-10)
+    np.testing.assert_allclose(jvp(grad(f), (x,), (v,))[1],
+                               jax.hessian(reference)(x) @ v, rtol=1e-10)
+    # log-sum-exp shifted by a stopped maximum is log-sum-exp: the maximum's ties and
+    # its stop_gradient change nothing at either order
+    g = STOPPED.softmax_stable
+    p = np.exp(x) / np.sum(np.exp(x))
+    np.testing.assert_allclose(jvp(g, (x,), (v,))[1], p @ v, rtol=1e-12)
+    np.testing.assert_allclose(hessian(g)(x), np.diag(p) - np.outer(p, p), atol=1e-12)
