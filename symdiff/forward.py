@@ -23,7 +23,7 @@ import sympy as sp
 
 from . import __version__
 from .algebra import decimals, reuse_value, whole_floats
-from .control import _mark_active, _replace
+from .control import _mark_active, _reaching, _replace
 from .emit import Printer
 from .errors import SymdiffError
 from .ir import IR, Eqn, If, Loop, Names, symbol
@@ -66,9 +66,12 @@ class _Forward:
         self.np = ir.np_alias
         self.active = set(ir.wrt)
         _mark_active(ir.eqns, self.active)
+        # No tangent for what only feeds a test, a count or a shape (the result's alone).
+        self.active &= _reaching(ir.eqns, {ir.result})
         self.dot: dict[str, str] = {}
         self.globals: dict[str, object] = {}  # names the program reads besides the function's
         self.unbound: set[str] = set()  # stand-ins of a variable a path leaves unbound
+        self.empty: set[str] = set()  # empty lists (appended to), whose tangent is []
 
     def tangent(self, name: str) -> str:
         if name not in self.dot:
@@ -77,6 +80,8 @@ class _Forward:
         return self.dot[name]
 
     def zeros(self, name: str) -> str:
+        if name in self.empty:
+            return "[]"
         return f"{self.np}.zeros_like({name}, dtype=float)"
 
     def _stop_gradient(self) -> str:
@@ -158,12 +163,14 @@ class _Forward:
             # symdiff reads again (its own runtime stand-in is not).
             self.unbound.add(eqn.out)
             return [f"{eqn.out} = None  # {_unbound_name(eqn.code)} is not bound here"]
-        code = ast.unparse(_replace(eqn.code, {}))
+        code = _replace(eqn.code, {})
         if eqn.kind == "stop_gradient":
             # Written out, so that a derivative of this program does not flow through it
             # either (the second derivative through a stop_gradient is zero, as in JAX).
-            code = f"{self._stop_gradient()}({code})"
-        lines = [f"{eqn.out} = {code}" + comment]
+            code = ast.Call(ast.Name(self._stop_gradient(), ast.Load()), [code], [])
+        if eqn.kind == "const" and isinstance(code, ast.List) and not code.elts:
+            self.empty.add(eqn.out)  # (its tangent is the empty list too)
+        lines = self._assign(eqn.out, code, comment)
         if eqn.out not in self.active or eqn.kind not in ("elementwise", "array"):
             return lines
         if not any(a in self.active for a in eqn.inputs):
@@ -172,8 +179,28 @@ class _Forward:
         value = self._elementwise(eqn) if eqn.kind == "elementwise" else self._array(eqn)
         if value is None:  # nothing flows: zero
             value = self.zeros(eqn.out)
-        lines.append(f"{self.tangent(eqn.out)} = {value}")
-        return lines
+        return lines + self._assign(self.tangent(eqn.out), ast.parse(value, mode="eval").body,
+                                    comment)
+
+    def _assign(self, target: str, code: ast.expr, comment: str) -> list[str]:
+        """``target = code`` in plain Python that symdiff reads again: lowering's own helpers
+        (a write into a new version of an array, an append to a new list, a list read as an
+        array) are written as the user would write them."""
+        name = code.func.id if isinstance(code, ast.Call) and \
+            isinstance(code.func, ast.Name) else ""
+        if name == "_written":  # _written(a, np.index_exp[i], v): a copy written at i
+            a, index, v = code.args
+            write = ast.Assign([ast.Subscript(ast.Name(target, ast.Load()), index.slice,
+                                              ast.Store())], v, lineno=0)
+            return [f"{target} = {self.np}.copy({ast.unparse(a)})" + comment,
+                    ast.unparse(write) + comment]
+        if name == "_appended":  # _appended(items, item): a new list, item appended
+            items, item = code.args
+            return [f"{target} = list({ast.unparse(items)})" + comment,
+                    f"{target}.append({ast.unparse(item)})" + comment]
+        if name == "_as_read":  # _as_read([a, b]): the list as the user wrote it
+            code = code.args[0]
+        return [f"{target} = {ast.unparse(code)}" + comment]
 
     def _elementwise(self, eqn: Eqn) -> str | None:
         terms = []
@@ -204,6 +231,11 @@ class _Forward:
     def _array(self, eqn: Eqn) -> str | None:
         op = eqn.op
         differentiable = {p for p, t in op.vjp.items() if t}
+        if op.entries:
+            self._cast(eqn, op)
+            entries = dict(eqn.statics).get(op.entries)
+            if entries is not None:  # np.array([a, 1.0]): the entries' tangents, [a_dot, 0.0]
+                return ast.unparse(self._entries(eqn.code, entries))
         linear = getattr(op, "linear", "")
         if linear == "joint":
             renamed = {}
@@ -237,6 +269,42 @@ class _Forward:
             parts.append(template.format(t=self.dot[name], out=eqn.out, np=self.np,
                                          i=position, **fields))
         return " + ".join(f"({p})" for p in parts) or None
+
+    def _entries(self, code, entries: str):
+        """``code`` with the nested list ``entries`` in it made of the entries' tangents."""
+        if isinstance(code, ast.Call) and isinstance(code.func, ast.Name) and \
+                code.func.id == "_as_read":
+            code = code.args[0]
+        target = ast.dump(ast.parse(entries, mode="eval").body)
+        forward = self
+
+        class Entries(ast.NodeTransformer):
+            def visit(self, n):
+                if isinstance(n, ast.expr) and ast.dump(n) == target:
+                    return self.leaves(n)
+                return super().visit(n)
+
+            def leaves(self, n):
+                if isinstance(n, (ast.List, ast.Tuple)):
+                    return type(n)([self.leaves(e) for e in n.elts], ast.Load())
+                if isinstance(n, ast.Name) and n.id in forward.active:
+                    text = forward.dot[n.id]
+                elif isinstance(n, ast.Constant):
+                    text = "0.0"
+                else:
+                    text = forward.zeros(ast.unparse(n))
+                return ast.parse(text, mode="eval").body
+
+        return Entries().visit(_replace(code, {}))
+
+    def _cast(self, eqn: Eqn, op):
+        """Refuse a cast to a dtype not written as a float one: an integer cast's tangent
+        is zero, which the cast of the tangent would not give."""
+        dtype = dict(eqn.statics).get("dtype", "None").replace(self.np + ".", "np.")
+        if dtype not in _FLOAT_DTYPES:
+            raise self._refuse_at(eqn, f"forward mode of {op.names[0]} with dtype={dtype}, "
+                                  "which may not be a float type", "dtype=float (or np.float32, "
+                                  "np.float64), or no dtype", op.names)
 
     def _if(self, item: If) -> list[str]:
         branches = [self._items(item.then), self._items(item.orelse)]
@@ -323,6 +391,10 @@ def _renamed(node, renamed: dict[str, str], statics=()):
             return n
 
     return Rename().visit(tree)
+
+
+_FLOAT_DTYPES = {"None", "float", "np.float64", "np.float32", "np.float16", "np.double",
+                 "np.single", "'float64'", "'float32'", "'float'", "'f8'", "'f4'"}
 
 
 def _unbound_name(code) -> str:
