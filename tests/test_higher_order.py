@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gradcheck import load
 
-from symdiff import grad, hessian, jvp, rules
+from symdiff import SymdiffError, grad, hessian, jacobian, jvp, rules
 from symdiff.higher import tangent_function
 
 # Array operations' tangents come with their rows' classification (branch jvprules): until
@@ -142,7 +142,11 @@ def _args(case):
 
 
 def _ids(cases):
-    return [f"{c.values[0] if hasattr(c, 'values') else c[0]}{_args(c)}" for c in cases]
+    def show(a):
+        return f"{np.shape(a)}" if isinstance(a, np.ndarray) else repr(a)
+
+    return [f"{c.values[0] if hasattr(c, 'values') else c[0]}-{k}-"
+            + ",".join(show(a) for a in _args(c)) for k, c in enumerate(cases)]
 
 
 def _floats(args):
@@ -284,3 +288,222 @@ def test_shifted_by_a_stopped_maximum(x):
     p = np.exp(x) / np.sum(np.exp(x))
     np.testing.assert_allclose(jvp(g, (x,), (v,))[1], p @ v, rtol=1e-12)
     np.testing.assert_allclose(hessian(g)(x), np.diag(p) - np.outer(p, p), atol=1e-12)
+
+
+# --- array functions ---
+
+ARRAYS = load("""
+import numpy as np
+
+
+def reductions(x):
+    return np.sum(x ** 2, axis=1) @ np.mean(np.sin(x), axis=1) + np.sum(x[1:, :2])
+
+
+def linear_algebra(A, v):
+    w = A @ v
+    B = np.reshape(A, (2, 6)).T
+    return np.sum(w ** 2) + np.sum(np.transpose(B) * 0.5) + v @ (A.T @ A)[:, 0]
+
+
+def rows(A, v):
+    s = 0.0
+    for row in A:
+        s = s + np.sum(np.tanh(row * v))
+    return s
+
+
+def carried_array(x):
+    h = np.zeros_like(x)
+    for i in range(3):
+        h = np.sin(h + x) * x
+    return np.sum(h)
+
+
+def written(x):
+    n = x.shape[0]
+    out = np.zeros(n)
+    for i in range(n):
+        out[i] = x[i] ** 2 * (i + 1)
+    out[0] = out[0] + np.sum(x)
+    return np.sum(out * x)
+
+
+def appended(x):
+    parts = []
+    for i in range(3):
+        parts.append(x * (i + 1.0))
+    return np.sum(np.stack(parts) ** 2)
+
+
+def comprehension(x):
+    ys = [np.exp(x[i]) * i for i in range(x.shape[0])]
+    return sum(ys) + np.sum(np.array([x[0], x[1] * 2.0, 1.0]))
+
+
+def maximum_on_axis(x):
+    return np.sum(np.max(x, axis=0) ** 2) + np.min(x)
+
+
+def branch_on_a_sum(x):
+    if np.sum(x) > 0:
+        y = x * np.exp(x)
+    else:
+        y = x ** 3
+    return np.sum(y)
+
+
+def single_element(x):
+    return x[1] ** 3 * np.sum(x)
+
+
+def zero_d(x):
+    return np.sin(x) * x ** 2
+
+
+def empty_axis(x, y):
+    return np.sum(x ** 2) + np.sum(y ** 3)
+
+
+def vector_valued(x, y):
+    return np.sin(x) * y + x[::-1] ** 2
+""")
+
+_R = np.random.default_rng(5)
+ARRAY_CASES = [
+    ("reductions", (_R.standard_normal((3, 4)),)),
+    ("linear_algebra", (_R.standard_normal((3, 4)), _R.standard_normal(4))),
+    ("rows", (_R.standard_normal((3, 4)), _R.standard_normal(4))),
+    ("carried_array", (_R.standard_normal(3),)),
+    ("written", (_R.standard_normal(4),)),
+    ("appended", (_R.standard_normal(3),)),
+    ("comprehension", (_R.standard_normal(3),)),
+    ("maximum_on_axis", (_R.standard_normal((3, 2)),)),
+    ("maximum_on_axis", (np.array([[1.0, 2.0], [1.0, 0.5], [0.3, 2.0]]),)),  # ties
+    ("branch_on_a_sum", (np.array([0.5, 0.2]),)),
+    ("branch_on_a_sum", (np.array([-0.5, 0.2]),)),
+    ("single_element", (_R.standard_normal(3),)),
+    ("zero_d", (np.array(0.7),)),
+    ("empty_axis", (np.zeros((0, 3)), _R.standard_normal(2))),
+]
+
+
+@needs_array_rules
+@pytest.mark.parametrize(("name", "args"), ARRAY_CASES, ids=_ids(ARRAY_CASES))
+def test_jvp_and_hessian_vector_product_of_an_array_function(name, args):
+    f = getattr(ARRAYS, name)
+    tied = name == "maximum_on_axis" and args[0][0, 0] == 1.0
+    tangents = _tangents(args, 2)
+    value, dot = jvp(f, args, tangents)
+    np.testing.assert_allclose(value, f(*args))
+    wrt = _floats(args)
+    grads = grad(f, wrt=wrt)(*args)
+    contracted = sum(np.sum(g * tangents[i]) for g, i in zip(grads, wrt, strict=True))
+    np.testing.assert_allclose(dot, contracted, rtol=1e-10, atol=1e-12)
+    if not tied:  # (at a tie, differences see one side only)
+        np.testing.assert_allclose(dot, _along(f, args, tangents), rtol=1e-5, atol=1e-6)
+    g = grad(f, wrt=wrt)
+    _, hv = jvp(g, args, tangents)
+    expected = _along(g, args, tangents)
+    H = hessian(f, wrt=wrt)(*args)
+    for i, w in enumerate(wrt):
+        assert np.shape(hv[i]) == np.shape(args[w])
+        np.testing.assert_allclose(hv[i], expected[i], rtol=1e-5, atol=1e-6)
+        got = sum(np.tensordot(H[i][j], tangents[v], np.ndim(tangents[v]))
+                  for j, v in enumerate(wrt))
+        np.testing.assert_allclose(got, expected[i], rtol=1e-5, atol=1e-6)
+
+
+@needs_array_rules
+def test_jvp_and_jacobian_of_a_vector_valued_function():
+    f = ARRAYS.vector_valued
+    x, y = _R.standard_normal(3), _R.standard_normal(3)
+    value, dot = jvp(f, (x, y), (np.ones(3), np.zeros(3)))
+    np.testing.assert_allclose(value, f(x, y))
+    np.testing.assert_allclose(dot, np.cos(x) * y + 2 * x[::-1], rtol=1e-12)
+    J = jacobian(f, wrt=(0, 1))(x, y)
+    assert [b.shape for b in J] == [(3, 3), (3, 3)]
+    np.testing.assert_allclose(J[0], np.diag(np.cos(x) * y) + np.fliplr(np.diag(2 * x[::-1])),
+                               rtol=1e-12)
+    np.testing.assert_allclose(J[1], np.diag(np.sin(x)), rtol=1e-12)
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+
+    def reference(x, y):
+        return jax.numpy.sin(x) * y + x[::-1] ** 2
+
+    for got, want in zip(J, jax.jacobian(reference, argnums=(0, 1))(x, y), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# --- edges ---
+
+EDGES = load("""
+import numpy as np
+
+
+def square(x):
+    return x ** 2
+
+
+def absolute(x):
+    return abs(x)
+
+
+def scaled(x, n):
+    return x * n
+
+
+def cast(x):
+    return np.sum(np.asarray(x, dtype=int) * x)
+""")
+
+
+def test_tangents_at_zero():
+    assert jvp(EDGES.square, (0.0,), (1.0,)) == (0.0, 0.0)
+    assert grad(grad(EDGES.square))(0.0) == 2.0
+    assert grad(grad(grad(EDGES.square)))(0.0) == 0.0
+    # abs at 0: slope sign(0) = 0, as JAX's
+    assert jvp(EDGES.absolute, (0.0,), (1.0,)) == (0.0, 0.0)
+    assert grad(grad(EDGES.absolute))(0.0) == 0.0
+
+
+def test_a_value_that_does_not_depend_on_the_input_has_a_zero_tangent_of_its_shape():
+    value, dot = jvp(CORPUS.constant, (0.5,), (1.0,))
+    assert (value, dot) == (3.0, 0.0)
+    value, dot = jvp(CORPUS.independent, (0.5, 0.2), (1.0, 0.0))
+    assert value == pytest.approx(0.04) and dot == 0.0
+    assert grad(grad(CORPUS.independent))(0.5, 0.2) == 0.0
+    y = np.array([1.0, 2.0])
+    value, dot = jvp(CORPUS.independent, (0.5, y), (1.0, np.zeros(2)))
+    np.testing.assert_array_equal(dot, np.zeros(2))
+
+
+def test_integer_arguments_are_held_constant():
+    value, dot = jvp(EDGES.scaled, (1.5, 3), (2.0, 0))
+    assert (value, dot) == (4.5, 6.0)
+    assert grad(grad(EDGES.scaled))(1.5, 3) == 0.0
+    with pytest.raises(SymdiffError) as e:
+        jvp(EDGES.scaled, (1.5, 3), (2.0, 1))
+    assert str(e.value) == ("jvp of scaled: n is int, held constant, but its tangent is not "
+                            "zero; pass it as a float (n=float(...)) to differentiate it")
+
+
+def test_float32_tangents_keep_the_precision():
+    x = np.array([0.5, -1.0], dtype=np.float32)
+    value, dot = jvp(EDGES.square, (x,), (np.ones(2, dtype=np.float32),))
+    assert dot.dtype == np.float32
+    np.testing.assert_allclose(dot, 2 * x)
+
+
+@needs_array_rules
+def test_a_cast_to_integers_is_refused_in_forward_mode():
+    with pytest.raises(SymdiffError) as e:
+        jvp(EDGES.cast, (np.array([1.5, 2.5]),), (np.ones(2),))
+    lines = str(e.value).splitlines()
+    assert lines[0].endswith(".py:18:19: forward mode of np.asarray with dtype=int, which may "
+                             "not be a float type")
+    assert lines[1:] == ["        return np.sum(np.asarray(x, dtype=int) * x)",
+                         "                      ^",
+                         "  supported instead: dtype=float (or np.float32, np.float64), or "
+                         "no dtype"]
