@@ -157,7 +157,7 @@ class _Forward:
     def _eqn(self, eqn: Eqn) -> list[str]:
         comment = f"  # {eqn.where[0]}" if eqn.where[0] else ""
         if eqn.kind == "assert":
-            return [ast.unparse(eqn.code) + comment]
+            return [self._check(eqn) + comment]
         if _unbound_name(eqn.code):
             # A variable bound on the other path only: None here, plain Python that
             # symdiff reads again (its own runtime stand-in is not).
@@ -181,6 +181,29 @@ class _Forward:
             value = self.zeros(eqn.out)
         return lines + self._assign(self.tangent(eqn.out), ast.parse(value, mode="eval").body,
                                     comment)
+
+    def _check(self, eqn: Eqn) -> str:
+        """A run-time check as an assert, which symdiff reads again (its helpers it does
+        not): the arrays an augmented assignment or a read before a write must not share
+        (stricter than the helpers' own test of the slots written, never looser)."""
+        call = eqn.code.value if isinstance(eqn.code, ast.Expr) else None
+        name = call.func.id if isinstance(call, ast.Call) and \
+            isinstance(call.func, ast.Name) else ""
+        if name == "_not_in_place":
+            value, message, hint, *others = call.args
+        elif name == "_missed_write":
+            value, old, _, message, hint = call.args
+            others = [old]
+        elif name:
+            raise self._refuse_at(eqn, "forward mode of a function that symdiff checks at run "
+                                  f"time ({name})", "grad (reverse mode) differentiates it")
+        else:
+            return ast.unparse(eqn.code)
+        shared = " or ".join(f"{self.np}.may_share_memory({ast.unparse(value)}, "
+                             f"{ast.unparse(o)})" for o in others)
+        text = f"{self.ir.parsed.source.filename}:{eqn.line}: {message.value} " \
+               f"(supported instead: {hint.value})"
+        return f"assert not ({shared}), {text!r}"
 
     def _assign(self, target: str, code: ast.expr, comment: str) -> list[str]:
         """``target = code`` in plain Python that symdiff reads again: lowering's own helpers
@@ -345,6 +368,17 @@ class _Forward:
             body += [f"if {item.break_flag}:", "    break"]
         header = (f"for {item.target} in {ast.unparse(item.header)}:" if item.kind == "for"
                   else f"while {ast.unparse(item.header)}:")
+        counted = item.header.args[0] if item.kind == "for" and isinstance(
+            item.header, ast.Call) and item.header.args else None
+        if isinstance(counted, ast.Call) and isinstance(counted.func, ast.Name) and \
+                counted.func.id == "_zip_len":  # zip(A, B, strict=True), as an assert
+            lens = [f"len({ast.unparse(a)})" for a in counted.args]
+            strict = ast.unparse(counted.keywords[0].value) if counted.keywords else "False"
+            check = " == ".join(lens)
+            if strict != "True":
+                check = f"not {strict} or {check}"
+            out.append(f"assert {check}, 'zip() arguments have different lengths'")
+            header = f"for {item.target} in range(min({', '.join(lens)})):"
         return out + [header] + ["    " + line for line in body or ["pass"]]
 
     def _refuse(self, node, message, hint) -> SymdiffError:

@@ -507,3 +507,40 @@ def test_a_cast_to_integers_is_refused_in_forward_mode():
                          "                      ^",
                          "  supported instead: dtype=float (or np.float32, np.float64), or "
                          "no dtype"]
+
+
+CHECKED = load("""
+import numpy as np
+
+
+def zipped(A, B):
+    s = 0.0
+    for a, b in zip(A, B, strict=True):
+        s = s + np.sum(a * b)
+    return s
+
+
+def maybe_shared(M, c):
+    b = M * 1.0
+    if c > 0:
+        b = M
+    b -= 1.0
+    return np.sum(b * M)
+""")
+
+
+@needs_array_rules
+def test_run_time_checks_are_asserts_the_tangent_program_reads_again():
+    A, B = _R.standard_normal((2, 3)), _R.standard_normal((2, 3))
+    tangents = (np.ones((2, 3)), np.zeros((2, 3)))
+    assert jvp(CHECKED.zipped, (A, B), tangents)[1] == pytest.approx(np.sum(B))
+    np.testing.assert_allclose(jvp(grad(CHECKED.zipped, wrt=(0, 1)), (A, B), tangents)[1][1],
+                               np.ones((2, 3)))
+    with pytest.raises(AssertionError, match="zip"):
+        jvp(CHECKED.zipped, (A, B[:1]), (A, B[:1]))
+    M = _R.standard_normal((2, 2))
+    np.testing.assert_allclose(jvp(grad(CHECKED.maybe_shared), (M, -1.0), (M, 0.0))[1],
+                               2 * M)
+    for f in (CHECKED.maybe_shared, grad(CHECKED.maybe_shared)):
+        with pytest.raises(AssertionError, match=r"\.py:16: b is an array shared with M"):
+            jvp(f, (M, 1.0), (M, 0.0))
