@@ -67,11 +67,13 @@ class _Forward:
         self.active = set(ir.wrt)
         _mark_active(ir.eqns, self.active)
         # No tangent for what only feeds a test, a count or a shape (the result's alone).
-        self.active &= _reaching(ir.eqns, {ir.result})
+        self.reach = _reaching(ir.eqns, {ir.result})
+        self.active &= self.reach
         self.dot: dict[str, str] = {}
         self.globals: dict[str, object] = {}  # names the program reads besides the function's
         self.unbound: set[str] = set()  # stand-ins of a variable a path leaves unbound
         self.empty: set[str] = set()  # empty lists (appended to), whose tangent is []
+        self.numbers: set[str] = set()  # numbers written out (s = 0.0), whose tangent is 0.0
 
     def tangent(self, name: str) -> str:
         if name not in self.dot:
@@ -82,6 +84,8 @@ class _Forward:
     def zeros(self, name: str) -> str:
         if name in self.empty:
             return "[]"
+        if name in self.numbers:
+            return "0.0"
         return f"{self.np}.zeros_like({name}, dtype=float)"
 
     def _stop_gradient(self) -> str:
@@ -170,6 +174,8 @@ class _Forward:
             code = ast.Call(ast.Name(self._stop_gradient(), ast.Load()), [code], [])
         if eqn.kind == "const" and isinstance(code, ast.List) and not code.elts:
             self.empty.add(eqn.out)  # (its tangent is the empty list too)
+        if isinstance(code, ast.Constant) and type(code.value) in (int, float):
+            self.numbers.add(eqn.out)  # (its tangent is 0.0)
         lines = self._assign(eqn.out, code, comment)
         if eqn.out not in self.active or eqn.kind not in ("elementwise", "array"):
             return lines
@@ -332,7 +338,7 @@ class _Forward:
     def _if(self, item: If) -> list[str]:
         branches = [self._items(item.then), self._items(item.orelse)]
         merged = [(m, t, e) for m, t, e in item.phis
-                  if t in self.active or e in self.active]
+                  if (t in self.active or e in self.active) and m in self.reach]
         for lines, pick in zip(branches, (1, 2), strict=True):
             for phi in item.phis:
                 lines.append(f"{phi[0]} = {phi[pick]}")

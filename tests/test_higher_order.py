@@ -544,3 +544,49 @@ def test_run_time_checks_are_asserts_the_tangent_program_reads_again():
     for f in (CHECKED.maybe_shared, grad(CHECKED.maybe_shared)):
         with pytest.raises(AssertionError, match=r"\.py:16: b is an array shared with M"):
             jvp(f, (M, 1.0), (M, 0.0))
+
+
+PRINTED = load('''
+import numpy as np
+from symdiff import stop_gradient
+
+
+def f(x, n):
+    s = 0.0
+    for i in range(n):
+        if s > 1.0:
+            t = s * 0.5
+        s = s + np.sin(x) * stop_gradient(x)
+    return s
+''')
+
+
+def test_the_tangent_program_reads_as_the_function():
+    # Each tangent beside its value, with its line; nothing for what only feeds a test
+    # (t); a variable unbound on a path is None there; stop_gradient stays written.
+    source = tangent_function(PRINTED.f, ("x",)).source
+    body = source.split('"""')[2].strip("\n")
+    assert body == '''\
+    s = 0.0  # line 7
+    t = None
+    s_1 = s
+    i_1 = None
+    s_1_dot = 0.0
+    for i in range(n):
+        _t0 = s_1 > 1.0  # line 9
+        if _t0:
+            t_1 = s_1 * 0.5  # line 10
+            t_2 = t_1
+        else:
+            t_2 = t
+        _sg0 = stop_gradient(x)  # line 11
+        s_2 = s_1 + np.sin(x) * _sg0  # line 11
+        s_2_dot = _sg0 * x_dot * np.cos(x) + s_1_dot  # line 11
+        t = t_2
+        s_1 = s_2
+        i_1 = i
+        s_1_dot = s_2_dot
+    return s_1, s_1_dot'''
+    assert jvp(PRINTED.f, (0.5, 2), (1.0, 0))[1] == pytest.approx(
+        2 * 0.5 * np.cos(0.5))
+    assert grad(grad(PRINTED.f))(0.5, 2) == pytest.approx(-2 * 0.5 * np.sin(0.5))
