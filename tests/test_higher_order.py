@@ -353,6 +353,34 @@ def branch_on_a_sum(x):
     return np.sum(y)
 
 
+def while_array(x):
+    h = x
+    k = 0
+    while np.sum(h ** 2) < 10.0 and k < 5:
+        h = h * 1.5 + np.sin(x)
+        k += 1
+    return np.sum(h * x)
+
+
+def _soft(v, c):
+    if c > 0:
+        return np.log(1.0 + np.exp(v * c))
+    return v * c
+
+
+def helper_branches(x, c):
+    return np.sum(_soft(x, c) * _soft(x ** 2, -c))
+
+
+def rows_break(A):
+    s = np.zeros(A.shape[1])
+    for row in A:
+        if np.sum(row) > 2.0:
+            break
+        s = s + row ** 2 * A[0]
+    return np.sum(s)
+
+
 def single_element(x):
     return x[1] ** 3 * np.sum(x)
 
@@ -382,6 +410,10 @@ ARRAY_CASES = [
     ("maximum_on_axis", (np.array([[1.0, 2.0], [1.0, 0.5], [0.3, 2.0]]),)),  # ties
     ("branch_on_a_sum", (np.array([0.5, 0.2]),)),
     ("branch_on_a_sum", (np.array([-0.5, 0.2]),)),
+    ("while_array", (np.array([0.5, -0.3]),)),
+    ("helper_branches", (_R.standard_normal(3), 1.5)),
+    ("helper_branches", (_R.standard_normal(3), -0.5)),
+    ("rows_break", (np.array([[0.3, 0.2], [0.5, -0.4], [1.5, 0.8], [0.1, 0.1]]),)),
     ("single_element", (_R.standard_normal(3),)),
     ("zero_d", (np.array(0.7),)),
     ("empty_axis", (np.zeros((0, 3)), _R.standard_normal(2))),
@@ -463,7 +495,7 @@ def test_tangents_at_zero():
     assert jvp(EDGES.square, (0.0,), (1.0,)) == (0.0, 0.0)
     assert grad(grad(EDGES.square))(0.0) == 2.0
     assert grad(grad(grad(EDGES.square)))(0.0) == 0.0
-    # abs at 0: slope sign(0) = 0, as JAX's
+    # abs at 0: slope sign(0) = 0, as the README says (autograd's; JAX's is 1 there)
     assert jvp(EDGES.absolute, (0.0,), (1.0,)) == (0.0, 0.0)
     assert grad(grad(EDGES.absolute))(0.0) == 0.0
 
@@ -590,3 +622,39 @@ def test_the_tangent_program_reads_as_the_function():
     assert jvp(PRINTED.f, (0.5, 2), (1.0, 0))[1] == pytest.approx(
         2 * 0.5 * np.cos(0.5))
     assert grad(grad(PRINTED.f))(0.5, 2) == pytest.approx(-2 * 0.5 * np.sin(0.5))
+
+
+JAXED = load("""
+import numpy as np
+
+
+def tied(x, y):
+    return np.maximum(x, y) * x + np.minimum(x * y, y) ** 2
+
+
+def mixed(x, y):
+    return np.sin(x * y) * np.exp(y) + np.logaddexp(x, y) * x ** y + abs(x - y) * y
+""")
+
+
+@pytest.mark.parametrize(("name", "args"), [("tied", (0.7, 0.7)), ("tied", (1.0, 1.0)),
+                                            ("mixed", (0.8, 0.3)), ("mixed", (1.3, 0.4))])
+def test_second_derivatives_of_scalars_against_jax(name, args):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    references = {
+        "tied": lambda x, y: jnp.maximum(x, y) * x + jnp.minimum(x * y, y) ** 2,
+        "mixed": lambda x, y: (jnp.sin(x * y) * jnp.exp(y) + jnp.logaddexp(x, y) * x ** y
+                               + jnp.abs(x - y) * y),
+    }
+    f, reference = getattr(JAXED, name), references[name]
+    t = (0.6, -1.1)
+    np.testing.assert_allclose(jvp(f, args, t)[1], jax.jvp(reference, args, t)[1], rtol=1e-12)
+    H = hessian(f, wrt=(0, 1))(*args)
+    np.testing.assert_allclose(np.array(H, dtype=float),
+                               np.array(jax.hessian(reference, argnums=(0, 1))(*args)),
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(jvp(grad(f, wrt=(0, 1)), args, t)[1],
+                               jax.jvp(jax.grad(reference, argnums=(0, 1)), args, t)[1],
+                               rtol=1e-10, atol=1e-12)
