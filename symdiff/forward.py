@@ -273,11 +273,19 @@ class _Forward:
                     renamed[name] = self.dot[name] if name in self.active else self.zeros(name)
             return ast.unparse(_renamed(eqn.code, renamed, eqn.statics))
         if linear == "multi":
+            # One term per operand, its tangent in its own place: v @ v is v_dot @ v +
+            # v @ v_dot (the k-th occurrence of a name given twice is its k-th operand).
             parts = []
-            for param, name, _ in eqn.operands:
-                if param in differentiable and name in self.active:
-                    parts.append(ast.unparse(_renamed(eqn.code, {name: self.dot[name]},
-                                                      eqn.statics)))
+            given = [name for _, name, _ in eqn.operands]
+            for k, (param, name, _) in enumerate(eqn.operands):
+                if param not in differentiable or name not in self.active:
+                    continue
+                if _occurrences(eqn.code, name, eqn.statics) != given.count(name):
+                    raise self._refuse_at(eqn, f"forward mode through {op.names[0]} with "
+                                          f"{name} read besides as its operands",
+                                          "a name of its own for each operand", op.names)
+                parts.append(ast.unparse(_renamed(eqn.code, {name: self.dot[name]},
+                                                  eqn.statics, given[:k].count(name))))
             return " + ".join(f"({p})" if len(parts) > 1 else p for p in parts) or None
         fields = {**op.defaults, **dict(eqn.statics)}
         for param, name, position in eqn.operands:
@@ -407,11 +415,20 @@ class _Forward:
         return self._refuse(node, message, hint)
 
 
-def _renamed(node, renamed: dict[str, str], statics=()):
-    """A copy of ``node`` with each name of ``renamed`` replaced by its code, except inside
-    the code of the parameters without gradient (``statics``: np.where's condition reads
-    the values, not their tangents)."""
+def _occurrences(node, name: str, statics=()) -> int:
+    """How many times ``node`` reads ``name`` outside the code of ``statics``."""
+    seen: list = []
+    _renamed(node, {name: name}, statics, seen=seen)
+    return len(seen)
+
+
+def _renamed(node, renamed: dict[str, str], statics=(), occurrence: int | None = None,
+             seen: list | None = None):
+    """A copy of ``node`` with each name of ``renamed`` replaced by its code (only its
+    ``occurrence``-th reading, if given), except inside the code of the parameters without
+    gradient (``statics``: np.where's condition reads the values, not their tangents)."""
     tree = _replace(node, {})
+    seen = [] if seen is None else seen
     kept = set()
     for _, code in statics:
         try:
@@ -427,7 +444,9 @@ def _renamed(node, renamed: dict[str, str], statics=()):
 
         def visit_Name(self, n):
             if n.id in renamed:
-                return ast.copy_location(ast.parse(renamed[n.id], mode="eval").body, n)
+                seen.append(n.id)
+                if occurrence is None or seen.count(n.id) - 1 == occurrence:
+                    return ast.copy_location(ast.parse(renamed[n.id], mode="eval").body, n)
             return n
 
     return Rename().visit(tree)

@@ -306,6 +306,10 @@ def linear_algebra(A, v):
     return np.sum(w ** 2) + np.sum(np.transpose(B) * 0.5) + v @ (A.T @ A)[:, 0]
 
 
+def one_operand_twice(v, A):
+    return v @ v + np.sum(np.outer(v, v)) + np.dot(v, A @ v) + np.sum(A @ A)
+
+
 def rows(A, v):
     s = 0.0
     for row in A:
@@ -401,6 +405,7 @@ _R = np.random.default_rng(5)
 ARRAY_CASES = [
     ("reductions", (_R.standard_normal((3, 4)),)),
     ("linear_algebra", (_R.standard_normal((3, 4)), _R.standard_normal(4))),
+    ("one_operand_twice", (_R.standard_normal(3), _R.standard_normal((3, 3)))),
     ("rows", (_R.standard_normal((3, 4)), _R.standard_normal(4))),
     ("carried_array", (_R.standard_normal(3),)),
     ("written", (_R.standard_normal(4),)),
