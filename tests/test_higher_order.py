@@ -663,3 +663,39 @@ def test_second_derivatives_of_scalars_against_jax(name, args):
     np.testing.assert_allclose(jvp(grad(f, wrt=(0, 1)), args, t)[1],
                                jax.jvp(jax.grad(reference, argnums=(0, 1)), args, t)[1],
                                rtol=1e-10, atol=1e-12)
+
+
+ELEMENTWISE = {  # a sample of the rules table's elementwise functions
+    "arcsin": "np.arcsin(x / 2) * np.arccos(x / 3)",
+    "hyperbolic": "np.cosh(x) * np.arcsinh(x) + np.arctanh(x / 2) + np.arccosh(x + 2)",
+    "exponentials": "np.exp2(x) + np.expm1(x) * np.log2(x + 2) + np.log10(x + 3)",
+    "roots": "np.cbrt(x + 2) + np.square(x) * np.reciprocal(x + 3)",
+    "two_arguments": "np.hypot(x, 2.0) + np.arctan2(x, 1.5) + np.logaddexp2(x, 0.3)",
+    "modulo": "np.fmod(x * 3, 1.0) + np.mod(x * 5, 2.0) * x",
+    "flat": "np.round(x * 4) + np.floor(x) * x + np.ceil(x) + np.sign(x) * x ** 2",
+    "degrees": "np.deg2rad(x) * np.rad2deg(x)",
+    "fmin_fmax": "np.fmin(x, 0.2) * np.fmax(x, -1.0)",
+    "variable_exponent": "np.power(x + 2, x) + (x + 2) ** 0.5",
+    "casts": "float(x) * np.float64(x) ** 2",
+    "step": "np.heaviside(x, 0.5) * x ** 2",
+    "signs": "np.negative(x) * np.positive(x) + -x",
+    "arithmetic": "np.divide(np.multiply(x, 3.0), np.add(x, 4.0)) - np.subtract(x, 1.0)",
+    "truncation": "np.trunc(x * 3) * x + np.rint(x)",
+    "from_math": "math.sin(x) * math.exp(x) + math.log(x + 2) + math.atan2(x, 2.0)",
+}
+SAMPLE = load("import math\nimport numpy as np\n" + "".join(
+    f"\n\ndef {name}(x):\n    return {body}\n" for name, body in ELEMENTWISE.items()))
+
+
+@pytest.mark.parametrize("x", [0.3, -0.45])
+@pytest.mark.parametrize("name", list(ELEMENTWISE))
+def test_elementwise_functions_at_second_order(name, x):
+    f = getattr(SAMPLE, name)
+    g = grad(f)
+    value, dot = jvp(f, (x,), (1.0,))
+    assert value == f(x)
+    assert dot == pytest.approx(g(x), rel=1e-12, abs=1e-14)
+    assert dot == pytest.approx(float(_along(f, (x,), (1.0,))), rel=1e-5, abs=1e-6)
+    gg = grad(g)(x)
+    assert gg == pytest.approx(float(_along(g, (x,), (1.0,))), rel=1e-5, abs=1e-6)
+    assert jvp(g, (x,), (1.0,))[1] == pytest.approx(gg, rel=1e-12, abs=1e-14)
