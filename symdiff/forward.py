@@ -125,7 +125,8 @@ class _Forward:
         else:
             out_dot = f"{self.np}.zeros({self.np}.shape({result}))"
         name = name or "jvp_" + ir.name
-        args = ast.unparse(_without_annotations(ir.parsed.node.args))
+        # (Without defaults where tangents follow: the caller fills them.)
+        args = ast.unparse(_without_annotations(ir.parsed.node.args, bool(params)))
         # The tangents come after every parameter of the function (after *args and
         # keyword-only ones too: by name then), as JAX's jvp lays them out.
         signature = args + (", " if args and params else "") + ", ".join(params)
@@ -464,10 +465,12 @@ def _unbound_name(code) -> str:
     return ""
 
 
-def _without_annotations(args):
+def _without_annotations(args, defaults_too=False):
     import copy
 
     args = copy.deepcopy(args)
+    if defaults_too:
+        args.defaults = []
     for a in ast.walk(args):
         if isinstance(a, ast.arg):
             a.annotation = None

@@ -78,7 +78,8 @@ def tangent_function(fun, wrt: tuple[str, ...], seeds: dict[str, str] | None = N
                            "symdiff, please report it with the function's source") from None
     names = {n: obj for n, obj, _ in ir.globals} | program.globals
     fn, _ = compile_source(program.source, program.name, names, ir.np_alias)
-    fn.__defaults__ = getattr(fun, "__defaults__", None)
+    # (Tangent parameters come after the function's: its defaults are filled by the caller.)
+    fn.__defaults__ = None if program.tangents else getattr(fun, "__defaults__", None)
     found = per_fn[key] = TangentFunction(fn, program.source, program.params,
                                           program.tangents, _refreshers(ir.data_globals))
     return found
@@ -148,6 +149,7 @@ def jvp(fun, primals, tangents):
     if len(primals) > len(params):
         raise SymdiffError(f"jvp: {len(primals)} primals for {fun.__qualname__}, which takes "
                            f"{len(params)} positional parameters {params}")
+    primals, tangents = _defaulted(fun, primals, tangents)
     wrt = _differentiated(fun, params, primals, tangents)
     if not wrt:
         value = fun(*primals)
@@ -186,6 +188,17 @@ def _differentiated(fun, params, primals, tangents) -> tuple[str, ...]:
     return tuple(wrt)
 
 
+def _defaulted(fun, primals, tangents):
+    """The primals with the defaults of the parameters left out, their tangents zero: a
+    tangent program takes every parameter before its tangents."""
+    defaults = getattr(fun, "__defaults__", None) or ()
+    missing = len(_positional(fun)) - len(primals)
+    if missing <= 0 or missing > len(defaults):
+        return primals, tangents
+    rest = tuple(defaults[len(defaults) - missing:])
+    return primals + rest, tangents + tuple(_zero_like(d) for d in rest)
+
+
 def _zero_like(value):
     return runtime._fit(0.0, value)
 
@@ -199,6 +212,7 @@ def _jvp_of_gradient(gradient, primals, tangents):
     """
     _plain(gradient, "jvp")
     fun = gradient.fun
+    primals, tangents = _defaulted(fun, primals, tangents)
     params = _positional(fun)
     wrt = _names(fun, gradient.wrt)
     active = _differentiated(fun, params, primals, tangents)
@@ -327,6 +341,7 @@ class Jacobian:
 
     def _forward(self, fun, params, wrt, args, value):
         tf = tangent_function(fun, wrt)
+        args, _ = _defaulted(fun, args, args)
         blocks = []
         for w in wrt:
             x = args[params.index(w)]
@@ -388,6 +403,7 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
     the tangent program of f along b, at each basis vector of b."""
     _plain(gradient, "jacobian")
     fun = gradient.fun
+    args, _ = _defaulted(fun, tuple(args), tuple(args))
     params = _positional(fun)
     outer = _names(fun, gradient.wrt)
     inner = _names(fun, wrt)

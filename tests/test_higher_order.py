@@ -493,6 +493,10 @@ def scaled(x, n):
 
 def cast(x):
     return np.sum(np.asarray(x, dtype=int) * x)
+
+
+def defaults(x, n=3, y=2.0):
+    return x ** n * y
 """)
 
 
@@ -526,6 +530,17 @@ def test_integer_arguments_are_held_constant():
                             "zero; pass it as a float (n=float(...)) to differentiate it")
 
 
+def test_parameters_left_to_their_defaults():
+    # (the tangents follow every parameter, so the defaults are filled before them)
+    f = EDGES.defaults
+    assert jvp(f, (0.5,), (1.0,)) == (0.25, 1.5)
+    assert jvp(f, (0.5, 2), (1.0, 0)) == (0.5, 2.0)
+    assert grad(grad(f))(0.5) == pytest.approx(6.0)
+    assert jvp(grad(f), (0.5,), (1.0,)) == (1.5, pytest.approx(6.0))
+    assert hessian(f)(0.5) == pytest.approx(6.0)
+    assert hessian(f, wrt=(0,))(0.5, 3) == ((pytest.approx(6.0),),)
+
+
 def test_float32_tangents_keep_the_precision():
     x = np.array([0.5, -1.0], dtype=np.float32)
     value, dot = jvp(EDGES.square, (x,), (np.ones(2, dtype=np.float32),))
@@ -533,7 +548,6 @@ def test_float32_tangents_keep_the_precision():
     np.testing.assert_allclose(dot, 2 * x)
 
 
-@needs_array_rules
 def test_a_cast_to_integers_is_refused_in_forward_mode():
     with pytest.raises(SymdiffError) as e:
         jvp(EDGES.cast, (np.array([1.5, 2.5]),), (np.ones(2),))
