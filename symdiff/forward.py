@@ -68,6 +68,7 @@ class _Forward:
         _mark_active(ir.eqns, self.active)
         # No tangent for what only feeds a test, a count or a shape (the result's alone).
         self.reach = _reaching(ir.eqns, {ir.result})
+        self.float_arrays = _float_arrays(ir.eqns, self.np)
         self.active &= self.reach
         self.dot: dict[str, str] = {}
         self.globals: dict[str, object] = {}  # names the program reads besides the function's
@@ -186,8 +187,14 @@ class _Forward:
         value = self._elementwise(eqn) if eqn.kind == "elementwise" else self._array(eqn)
         if value is None:  # nothing flows: zero
             value = self.zeros(eqn.out)
-        return lines + self._assign(self.tangent(eqn.out), ast.parse(value, mode="eval").body,
-                                    comment)
+        tangent = ast.parse(value, mode="eval").body
+        if _is_write(eqn) and eqn.operands[0][1] not in self.float_arrays and \
+                isinstance(tangent, ast.Call):
+            # Written into an array of integers, a fraction is truncated: no tangent then
+            # (unless the array is certainly of floats, np.zeros(n)).
+            dtype = ast.parse(f"{eqn.code.args[0].id}.dtype.kind in 'fc'", mode="eval").body
+            tangent.args[2] = ast.IfExp(dtype, tangent.args[2], ast.Constant(0.0))
+        return lines + self._assign(self.tangent(eqn.out), tangent, comment)
 
     def _check(self, eqn: Eqn) -> str:
         """A run-time check as an assert, which symdiff reads again (its helpers it does
@@ -455,6 +462,64 @@ def _renamed(node, renamed: dict[str, str], statics=(), occurrence: int | None =
 
 _FLOAT_DTYPES = {"None", "float", "np.float64", "np.float32", "np.float16", "np.double",
                  "np.single", "'float64'", "'float32'", "'float'", "'f8'", "'f4'"}
+
+
+def _is_write(eqn: Eqn) -> bool:
+    return eqn.kind == "array" and eqn.op.names[0] == "x[...] = v" and \
+        isinstance(eqn.code, ast.Call) and isinstance(eqn.code.args[0], ast.Name)
+
+
+def _float_arrays(items, np_alias) -> set[str]:
+    """The names certainly bound to arrays of floats: np.zeros(n) & co. without a dtype
+    (or a float one), the copies and writes of one, and a branch's or loop's merge of
+    such (a loop's as long as each iteration leaves one)."""
+    makers = {f"{np_alias}.{m}" for m in ("zeros", "ones", "empty", "full")}
+
+    def made(code) -> bool:
+        if not (isinstance(code, ast.Call) and ast.unparse(code.func) in makers):
+            return False
+        dtype = [k.value for k in code.keywords if k.arg == "dtype"]
+        dtype += code.args[2 if ast.unparse(code.func).endswith("full") else 1:][:1]
+        return all(ast.unparse(d).replace(np_alias + ".", "np.") in _FLOAT_DTYPES
+                   for d in dtype)
+
+    def walk(items, known, assumed):
+        for item in items:
+            if isinstance(item, Eqn):
+                if item.kind == "const" and made(item.code) or \
+                        _is_write(item) and item.code.args[0].id in known or \
+                        item.kind == "elementwise" and isinstance(item.code, ast.Name) \
+                        and item.code.id in known:
+                    known.add(item.out)
+            elif isinstance(item, If):
+                walk(item.then, known, assumed)
+                walk(item.orelse, known, assumed)
+                known.update(m for m, t, e in item.phis if t in known and e in known)
+            else:
+                known.update(p for p, i, _ in item.carried if p in assumed and i in known)
+                walk(item.body, known, assumed)
+
+    loops = [i for i in _blocks(items) if isinstance(i, Loop)]
+    # (loops' variables are taken to hold floats until an iteration says not)
+    assumed = {p for loop in loops for p, _, _ in loop.carried}
+    while True:
+        known: set[str] = set()
+        walk(items, known, assumed)
+        kept = {p for loop in loops for p, i, n in loop.carried
+                if p in assumed and i in known and n in known}
+        if kept == assumed:
+            return known
+        assumed = kept
+
+
+def _blocks(items):
+    for item in items:
+        yield item
+        if isinstance(item, If):
+            yield from _blocks(item.then)
+            yield from _blocks(item.orelse)
+        elif isinstance(item, Loop):
+            yield from _blocks(item.body)
 
 
 def _unbound_name(code) -> str:

@@ -333,6 +333,14 @@ def written(x):
     return np.sum(out * x)
 
 
+def written_into_integers(x, y):
+    out = np.zeros(3, dtype=int)
+    out[0] = x[0] * 2.5
+    copied = np.copy(y)
+    copied[1] = x[1] * 1.5
+    return np.sum(out * x) + np.sum(copied * x)
+
+
 def appended(x):
     parts = []
     for i in range(3):
@@ -409,6 +417,8 @@ ARRAY_CASES = [
     ("rows", (_R.standard_normal((3, 4)), _R.standard_normal(4))),
     ("carried_array", (_R.standard_normal(3),)),
     ("written", (_R.standard_normal(4),)),
+    ("written_into_integers", (np.array([1.3, -0.7, 2.1]), np.array([1, 2, 3]))),
+    ("written_into_integers", (np.array([1.3, -0.7, 2.1]), np.array([1.0, 2.0, 3.0]))),
     ("appended", (_R.standard_normal(3),)),
     ("comprehension", (_R.standard_normal(3),)),
     ("maximum_on_axis", (_R.standard_normal((3, 2)),)),
