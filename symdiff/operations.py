@@ -257,7 +257,8 @@ class Operations:
                           f"(True or False): what the call returns depends on it",
                           f"{param}={code}")
             if (ast.unparse(given) if given is not None else row.defaults[param]) == code:
-                row = dataclasses.replace(row, vjp=vjp, outputs=(), alone=())
+                row = dataclasses.replace(row, vjp=vjp, outputs=(), alone=(),
+                                          jvp=row.alone_jvp, output_jvps=())
         operands, statics, codes = [], [], {}
         problems: list = []
         for p, a in args.items():

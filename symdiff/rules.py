@@ -8,6 +8,7 @@ generated from these rows.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import functools
 import importlib
@@ -383,6 +384,33 @@ class ArrayOp:
     # that depends on the differentiated inputs is an operand, ``{i}`` its index in the
     # result; the other entries are code run as written. Any other value is one operand.
     entries: str = ""
+    # Forward mode (forward.py): how the result's tangent follows from the operands'.
+    # linear="joint": linear in its differentiable operands together (np.sum, a slice,
+    # np.concatenate, np.where's a and b, reshape, transpose...): the tangent is the call
+    # itself run on the operands' tangents (zeros for an operand without one).
+    # linear="multi": linear in each operand separately (matmul, dot, einsum, outer,
+    # kron, tensordot, cross, convolve): the sum, over the operands with a tangent, of the
+    # call with that one operand replaced by its tangent. Otherwise ``jvp`` maps each
+    # differentiable parameter to the template of its part of the tangent, in ``{t}`` (that
+    # operand's tangent), ``{out}`` (the result), ``{np}`` and the parameters by name, as
+    # ``vjp``'s templates are filled (statics are their code); the parts add up. A
+    # differentiable parameter without a template here has no tangent rule: refused.
+    # Templates are NumPy (and ``scipy.``) code that symdiff differentiates again (a
+    # Hessian is reverse over forward): never a helper of runtime's. A linear function of
+    # several values (np.split): each output's tangent is that output of the call on the
+    # tangents. Parameters with an empty vjp template (np.take's indices, np.repeat's
+    # repeats, a count) are passed as they are, never replaced by zeros; the entries of
+    # ``entries`` that are code (np.array([x, 2.0])'s 2.0) are zeros. A result of an integer
+    # or boolean dtype (astype(int), np.full(..., dtype=int)) has tangent 0, as it has no
+    # gradient: the call on the tangents would truncate them.
+    linear: str = ""
+    jvp: dict[str, str] = field(default_factory=dict)
+    # For a function of several values (``outputs``): one such dict per output, in order;
+    # these templates also see ``{factors}`` and ``{part}`` as the vjp ones of part() do.
+    # An output whose vjp has no template carries no gradient (a sign, a rank): tangent 0.
+    output_jvps: tuple[dict[str, str], ...] = ()
+    # The tangent templates of ``alone``'s single value (svd(a, compute_uv=False)).
+    alone_jvp: dict[str, str] = field(default_factory=dict)
 
     @property
     def optional(self) -> int:
@@ -391,9 +419,11 @@ class ArrayOp:
     def part(self, k: int) -> ArrayOp:
         """The rule of output ``k`` of a function returning several values: its operands'
         templates, which read ``{factors}`` (the whole result) and ``{part}`` (k)."""
-        name, vjp = self.outputs[min(k, len(self.outputs) - 1)]
+        last = min(k, len(self.outputs) - 1)
+        name, vjp = self.outputs[last]
+        jvp = self.output_jvps[last] if self.output_jvps else {}
         return ArrayOp(self.names, (*self.params, "factors", "part"), vjp, self.defaults,
-                       note=f"{self.names[0]}'s {name}")
+                       note=f"{self.names[0]}'s {name}", linear=self.linear, jvp=jvp)
 
 
 E = Elementwise
@@ -494,152 +524,538 @@ _MATMUL = {
     (2, 2): {"a": "{g} @ {b}.T", "b": "{a}.T @ {g}"},
 }
 _UNREDUCE = "_unreduce({g}, {a}, {axis}, {keepdims})"
+
+# --- Forward mode: tangent templates (see ArrayOp.linear) ---
+#
+# Each is NumPy that symdiff differentiates again (a Hessian is reverse over forward): masks
+# are comparisons, a reduced axis is kept by recomputing with keepdims=True, a static choice
+# (ord, upper) is a conditional expression on its code. A symmetric matrix's tangent is read
+# as its symmetric part, as the vjp's gradient is the symmetric one.
+
+
+def _sub(template: str, *parts: str) -> str:
+    """``template`` with its ``%s`` replaced by ``parts`` in turn (str.format would read the
+    templates' own fields)."""
+    pieces = template.split("%s")
+    assert len(pieces) == len(parts) + 1, template
+    return "".join(p + q for p, q in zip(pieces, (*parts, ""), strict=True))
+
+
+def _swap(x: str) -> str:
+    """The transpose of a stack of matrices, as code."""
+    return _sub("{np}.swapaxes(%s, -1, -2)", x)
+
+
+_KEEP = "axis={axis}, keepdims=True"
+_AS_OUT = "axis={axis}, keepdims={keepdims}"
+
+
+def _tied_tangent(extreme: str) -> str:
+    """np.max's or np.min's tangent: the mean of t over the entries tied at the extreme
+    (ties share, as the vjp's gradient does)."""
+    mask = _sub("({a} == {np}.%s({a}, %s))", extreme, _KEEP)
+    return _sub("{np}.sum({t} * %s, %s) / {np}.sum(%s, %s)", mask, _AS_OUT, mask, _AS_OUT)
+
+
+# np.prod: sum_i t_i * (product of the others), exact at zeros also to first order in a (so
+# that its derivative, a Hessian, is exact too). Of the others, the zeros (m of them) give
+# 1 (m = 0), the sum of the zero entries but this one (m = 1: 0, with the slope of that
+# zero entry), or 0 (m > 1); the nonzero ones give their product.
+_NONZERO = "{np}.where({a} == 0, 1.0, {a})"
+_ZEROS = "{np}.where({a} == 0, {a}, 0.0)"
+_OTHER_ZEROS = _sub("({np}.sum({a} == 0, %s) - ({a} == 0))", _KEEP)
+_PROD_OTHERS = _sub(
+    "{np}.where(%s == 0, 1.0, {np}.where(%s == 1, {np}.sum(%s, %s) - %s, 0.0)) * "
+    "{np}.prod(%s, %s) / %s",
+    _OTHER_ZEROS, _OTHER_ZEROS, _ZEROS, _KEEP, _ZEROS, _NONZERO, _KEEP, _NONZERO)
+_PROD_JVP = _sub("{np}.sum({t} * %s, %s)", _PROD_OTHERS, _AS_OUT)
+
+
+# np.cumprod: the same along the running product, by the number of zeros so far: none, the
+# product times the running sum of t/a; one (at p), t_p times the product of the others,
+# plus a term 0 whose slope in a_p is right; two (p, q), 0 with slopes t_q (in a_p) and t_p
+# (in a_q); more, 0.
+def _running(x: str) -> str:
+    return _sub("{np}.cumsum(%s, axis={axis})", x)
+
+
+_RUN_ZEROS = _running("{a} == 0")
+_RUN_ZERO_SUM = _running(_ZEROS)
+_RUN_RATIOS = _running(_sub("{np}.where({a} == 0, 0.0, {t} / %s)", _NONZERO))
+_RUN_T_AT_ZEROS = _running("{np}.where({a} == 0, {t}, 0.0)")
+_RUN_TA_AT_ZEROS = _running("{np}.where({a} == 0, {t} * {a}, 0.0)")
+_CUMPROD_JVP = _sub(
+    "{np}.cumprod(%s, axis={axis}) * {np}.where(%s == 0, %s, {np}.where(%s == 1, %s + %s * %s, "
+    "{np}.where(%s == 2, %s * %s - %s, 0.0)))",
+    _NONZERO, _RUN_ZEROS, _RUN_RATIOS, _RUN_ZEROS, _RUN_T_AT_ZEROS, _RUN_ZERO_SUM, _RUN_RATIOS,
+    _RUN_ZEROS, _RUN_ZERO_SUM, _RUN_T_AT_ZEROS, _RUN_TA_AT_ZEROS)
+
+# var and std: 2/(N - ddof) * sum((a - mean) * t), N = a.size / out.size; std's is var's
+# over 2*std, 0 where std is 0 (the entries all equal: a - mean is 0 there too).
+_CENTRED = _sub("{np}.sum(({a} - {np}.mean({a}, %s)) * {t}, %s)", _KEEP, _AS_OUT)
+_DOF = "({np}.size({a}) / {np}.size({out}) - ({ddof}))"
+_VAR_JVP = _sub("2.0 * %s / %s", _CENTRED, _DOF)
+_STD_JVP = _sub("%s / (%s * {np}.where({out} == 0, 1.0, {out}))", _CENTRED, _DOF)
+_NOT_NAN_T = "{np}.where({np}.isnan({a}), 0.0, {t})"
+_NANSUM_JVP = _sub("{np}.sum(%s, %s)", _NOT_NAN_T, _AS_OUT)
+_NANMEAN_JVP = _sub("%s / {np}.sum({np}.logical_not({np}.isnan({a})), %s)", _NANSUM_JVP,
+                    _AS_OUT)
+# np.linalg.norm, by its order (a static choice): the 2-norm and the Frobenius norm,
+# sum(x*t)/norm (0 at 0); vectors' 1, inf, -inf (ties share) and 0; matrices' (axis None)
+# 2, -2, 'nuc' (by their singular vectors), 1, -1, inf, -inf (the columns' or rows' sums
+# of |x|, ties share). Other orders (a p-norm, matrices along an axis pair): NaN, still to
+# be written (forward mode should refuse them where the call is read).
+_NAN = "{np}.nan * {out}"
+
+
+def _vector_norm(extreme: str) -> str:
+    mask = _sub("({np}.abs({x}) == {np}.%s({np}.abs({x}), %s))", extreme, _KEEP)
+    return _sub("{np}.sum({np}.sign({x}) * {t} * %s, %s) / {np}.sum(%s, %s)", mask, _AS_OUT,
+                mask, _AS_OUT)
+
+
+def _by_order(cases: list[tuple[str, str]]) -> str:
+    """Nested conditional expressions on {ord}, NaN for any other order."""
+    code = _NAN
+    for order, template in reversed(cases):
+        code = _sub("(%s if {ord} == %s else %s)", template, order, code)
+    return code
+
+
+_SVD_X = "{np}.linalg.svd({x}, full_matrices=False)"
+
+
+def _singular(k: str) -> str:
+    return _sub("{np}.sum(%s[0][:, %s] * ({t} @ %s[2][%s]))", _SVD_X, k, _SVD_X, k)
+
+
+def _matrix_sums(extreme: str, axis: str) -> str:
+    sums = _sub("{np}.sum({np}.abs({x}), axis=%s, keepdims=True)", axis)
+    mask = _sub("(%s == {np}.%s(%s))", sums, extreme, sums)
+    return _sub("{np}.sum({np}.sign({x}) * {t} * %s) / {np}.sum(%s)", mask, mask)
+
+
+_TWO_NORM = _sub("{np}.sum({x} * {t}, %s) / {np}.where({out} == 0, 1.0, {out})", _AS_OUT)
+_VECTOR_NORM = _by_order([
+    ("1", _sub("{np}.sum({np}.sign({x}) * {t}, %s)", _AS_OUT)), ("2", _TWO_NORM),
+    ("{np}.inf", _vector_norm("max")), ("-{np}.inf", _vector_norm("min")),
+    ("0", "0.0 * {out}")])
+_MATRIX_NORM = _sub("{np}.reshape(%s, {np}.shape({out}))", _by_order([
+    ("2", _singular("0")), ("-2", _singular("-1")),
+    ("'nuc'", _sub("{np}.sum(%s[0] * ({t} @ %s))", _SVD_X, _swap(_SVD_X + "[2]"))),
+    ("1", _matrix_sums("max", "0")), ("-1", _matrix_sums("min", "0")),
+    ("{np}.inf", _matrix_sums("max", "1")), ("-{np}.inf", _matrix_sums("min", "1"))]))
+_NORM_JVP = _sub(
+    "(%s if {ord} in (None, 'fro') else %s if {np}.ndim({axis}) == 1 else "
+    "(%s if {np}.ndim({x}) == 2 else %s) if {axis} is None else %s)",
+    _TWO_NORM, _NAN, _MATRIX_NORM, _VECTOR_NORM, _VECTOR_NORM)
+# np.arange: entries start + k*step; arange(stop) alone has no start (its count's tangent
+# is 0).
+_ARANGE_JVP = {"start": "({t} * {np}.ones({np}.shape({out})) if {stop} is not None "
+                        "else 0.0 * {out})",
+               "step": "{t} * {np}.arange({np}.size({out}))"}
+# np.average: linear in a; in the weights, sum(dw * (a - average)) / sum(w) (weights of
+# a's shape: 1-D weights along an axis fail to reshape, loudly).
+_WEIGHTS = "({np}.ones_like({a}) if {weights} is None else {weights})"
+_AVERAGE_JVP = {
+    "a": _sub("{np}.average({t}, axis={axis}, weights=%s, keepdims={keepdims})", _WEIGHTS),
+    "weights": _sub("{np}.sum({np}.reshape({t}, {np}.shape({a})) * ({a} - {np}.average({a}, "
+                    "axis={axis}, weights={weights}, keepdims=True)), %s) / {np}.sum("
+                    "{np}.reshape({weights}, {np}.shape({a})), %s)", _AS_OUT, _AS_OUT)}
+
+
+# np.partition: for each slot of the result, t of the entry of a equal to it (the mean of
+# tied ones): which entry went where does not depend on the selection algorithm.
+def _matched(a: str, t: str, out: str) -> str:
+    mask = _sub("({np}.expand_dims(%s, -2) == {np}.expand_dims(%s, -1))", a, out)
+    return _sub("{np}.sum({np}.expand_dims(%s, -2) * %s, axis=-1) / {np}.sum(%s, axis=-1)",
+                t, mask, mask)
+
+
+def _last(x: str) -> str:
+    return _sub("{np}.moveaxis(%s, {axis}, -1)", x)
+
+
+_PARTITION_JVP = _sub("(%s if {axis} is None else {np}.moveaxis(%s, -1, {axis}))",
+                      _matched("{np}.ravel({a})", "{np}.ravel({t})", "{out}"),
+                      _matched(_last("{a}"), _last("{t}"), _last("{out}")))
+
+
+# The builtins max and min over a sequence of numbers: ties share, as np.max's.
+def _tied_sequence() -> str:
+    mask = "({np}.asarray({iterable}) == {out})"
+    return _sub("{np}.sum({np}.asarray({t}) * %s) / {np}.sum(%s)", mask, mask)
+
+
+# Linear algebra, as JAX's jvp rules.
+_SYM_T = _sub("(({t} + %s) / 2)", _swap("{t}"))
+
+
+def _cholesky_tangent(lower: str) -> str:
+    """dL = L @ phi(L^-1 dA L^-T), phi the lower triangle with half the diagonal, dA the
+    symmetric part of t; ``lower`` the code of the lower factor L."""
+    inner = _sub("{np}.linalg.solve(%s, %s)", lower,
+                 _swap(_sub("{np}.linalg.solve(%s, %s)", lower, _SYM_T)))
+    return _sub("(%s @ (0.5 * ({np}.tril(%s) + {np}.tril(%s, -1))))", lower, inner, inner)
+
+
+# The lower factor from either triangle (the other one is 0 in a Cholesky factor).
+_DL = _cholesky_tangent(_sub("({np}.tril({out}) + {np}.tril(%s, -1))", _swap("{out}")))
+_CHOLESKY_JVP = _sub("(%s if {upper} else %s)", _swap(_DL), _DL)
+_SCIPY_CHOLESKY_JVP = _sub("(%s if {lower} else %s)", _DL, _swap(_DL))
+# cho_factor's c: the factor in one triangle (the other one holds what it held).
+_C = "{factors}[0]"
+_DC = _cholesky_tangent(_sub("({np}.tril(%s) if {lower} else %s)", _C,
+                             _swap(_sub("{np}.triu(%s)", _C))))
+_CHO_FACTOR_JVP = _sub("({np}.tril(%s) if {lower} else {np}.triu(%s))", _DC, _swap(_DC))
+# cho_solve((c, lower), b): x = A^-1 b, A = L L^T from c's triangle.
+_L_OF_C = _sub("({np}.tril({c}) if {lower} else %s)", _swap("{np}.triu({c})"))
+_DL_OF_C = _sub("({np}.tril({t}) if {lower} else %s)", _swap("{np}.triu({t})"))
+_A_OF_C = _sub("(%s @ %s)", _L_OF_C, _swap(_L_OF_C))
+_CHO_SOLVE_JVP = {
+    "c": _sub("-{np}.linalg.solve(%s, (%s @ %s + %s @ %s) @ {out})",
+              _A_OF_C, _DL_OF_C, _swap(_L_OF_C), _L_OF_C, _swap(_DL_OF_C)),
+    "b": _sub("{np}.linalg.solve(%s, {t})", _A_OF_C)}
+_SOLVE_JVP = {
+    # (b a vector, NumPy 2's rule: out a vector, solved for as a column)
+    "a": "(-{np}.linalg.solve({a}, {t} @ {out}[..., None])[..., 0] if {np}.ndim({b}) == 1 "
+         "else -{np}.linalg.solve({a}, {t} @ {out}))",
+    "b": "{np}.linalg.solve({a}, {t})"}
+# (det at a singular matrix: solve raises, as NumPy does for it)
+_TRACE_SOLVE = "{np}.trace({np}.linalg.solve({a}, {t}), axis1=-2, axis2=-1)"
+_DET_JVP = {"a": "{out} * " + _TRACE_SOLVE}
+_PINV_JVP = _sub("-({out} @ {t} @ {out}) + {out} @ %s @ (%s - %s @ {a} @ {out}) "
+                 "+ (%s - {out} @ {a} @ %s) @ %s @ {out}",
+                 _swap("{out}"), _swap("{t}"), _swap("{t}"), _swap("{t}"), _swap("{t}"),
+                 _swap("{out}"))
+# matrix_power: the corner of the power of [[a, t], [0, a]], [[a^n, d(a^n)], [0, a^n]]
+# (n < 0 as well).
+_N = "{np}.shape({a})[-1]"
+_MATRIX_POWER_JVP = _sub(
+    "{np}.linalg.matrix_power({np}.concatenate([{np}.concatenate([{a}, {t}], axis=-1), "
+    "{np}.concatenate([{np}.zeros_like({t}), {a}], axis=-1)], axis=-2), {n})[..., :%s, %s:]",
+    _N, _N)
+# scipy.linalg: the part of a's tangent the solver reads (the symmetric part where it reads
+# one triangle, as the vjp's gradient is symmetric); 'banded': NaN (the vjp refuses it).
+_READ = _sub(
+    "(%s if {assume_a} in ('sym', 'symmetric', 'her', 'hermitian', 'pos', "
+    "'positive definite') else {np}.triu({t}) if {assume_a} == 'upper triangular' "
+    "else {np}.tril({t}) if {assume_a} == 'lower triangular' "
+    "else {np}.tril({np}.triu({t})) if {assume_a} == 'diagonal' "
+    "else {np}.triu({np}.tril({t}, 1), -1) if {assume_a} == 'tridiagonal' "
+    "else {t} if {assume_a} in (None, 'gen', 'general') else {np}.nan * {t})", _SYM_T)
+
+
+def _scipy_solve(b: str) -> str:
+    return _sub("scipy.linalg.solve({a}, %s, lower={lower}, assume_a={assume_a}, "
+                "transposed={transposed})", b)
+
+
+_SCIPY_SOLVE_JVP = {
+    "a": "-" + _scipy_solve(_sub("(%s if {transposed} else %s) @ {out}", _swap(_READ), _READ)),
+    "b": _scipy_solve("{t}")}
+_SCIPY_INV_JVP = {"a": _sub("-({out} @ %s @ {out})", _READ)}
+# solve_triangular: the triangle read (without the diagonal if unit_diagonal), or its
+# transpose (trans).
+_TRIANGLE = ("(({np}.tril({t}) if {lower} else {np}.triu({t})) - "
+             "({np}.tril({np}.triu({t})) if {unit_diagonal} else 0.0))")
+
+
+def _solve_triangular(b: str) -> str:
+    return _sub("scipy.linalg.solve_triangular({a}, %s, {trans}, {lower}, {unit_diagonal})",
+                b)
+
+
+_SOLVE_TRIANGULAR_JVP = {
+    "a": "-" + _solve_triangular(_sub("(%s if {trans} in (0, 'N') else %s) @ {out}",
+                                      _TRIANGLE, _swap(_TRIANGLE))),
+    "b": _solve_triangular("{t}")}
+
+
+# eigh: w' = diag(V^T S V), V' = V (F * (V^T S V)), F_ij = 1/(w_j - w_i) off the diagonal.
+def _off_diagonal_inverse(d: str, n: str) -> str:
+    """1/d off the diagonal, 0 on it (no division by the diagonal's zeros)."""
+    eye = _sub("{np}.eye(%s, dtype=bool)", n)
+    return _sub("{np}.where(%s, 0.0, 1.0 / {np}.where(%s, 1.0, %s))", eye, eye, d)
+
+
+def _eigenvalue_tangent(v: str) -> str:
+    """diag(V^T S V)."""
+    return _sub("{np}.sum(%s * (%s @ %s), axis=-2)", v, _SYM_T, v)
+
+
+_W, _V = "{factors}[0]", "{factors}[1]"
+_GAPS = _sub("({np}.expand_dims(%s, -2) - {np}.expand_dims(%s, -1))", _W, _W)
+_EIGH_JVPS = (
+    {"a": _eigenvalue_tangent(_V)},
+    {"a": _sub("%s @ (%s * (%s @ %s @ %s))", _V, _off_diagonal_inverse(_GAPS, _N), _swap(_V),
+               _SYM_T, _V)})
+_EIGVALSH_JVP = {"a": _eigenvalue_tangent("{np}.linalg.eigh({a}, {UPLO})[1]")}
+
+# svd (JAX's svd_jvp_rule, real): with dS = U^T dA V, s' = diag(dS) (from a reduced svd,
+# recomputed: the columns of u past min(m, n) that full_matrices=True gives have no
+# gradient); U' and V' from F_ij = 1/(s_j^2 - s_i^2), plus their parts outside U's (V's)
+# span, 0 for a square a.
+_SVDVALS = "{np}.linalg.svd({a}, full_matrices=False)"
+_SVDVALS_JVP = {"a": _sub("{np}.sum(%s[0] * ({t} @ %s), axis=-2)", _SVDVALS,
+                          _swap(_SVDVALS + "[2]"))}
+_U, _S, _VH = "{factors}[0]", "{factors}[1]", "{factors}[2]"
+_ROW_S = _sub("{np}.expand_dims(%s, -2)", _S)
+_COL_S = _sub("{np}.expand_dims(%s, -1)", _S)
+_F = _off_diagonal_inverse(_sub("((%s + %s) * (%s - %s))", _ROW_S, _COL_S, _ROW_S, _COL_S),
+                           _sub("{np}.shape(%s)[-1]", _S))
+_DS = _sub("(%s @ {t} @ %s)", _swap(_U), _swap(_VH))
+_TV = _sub("({t} @ %s)", _swap(_VH))
+_TTU = _sub("(%s @ %s)", _swap("{t}"), _U)
+_SVD_U = _sub("%s @ (%s * (%s * %s + %s)) + (%s - %s @ (%s @ %s)) / %s",
+              _U, _F, _DS, _ROW_S, _swap(_sub("(%s * %s)", _DS, _ROW_S)), _TV, _U, _swap(_U),
+              _TV, _ROW_S)
+_SVD_V = _sub("%s @ (%s * (%s * %s + %s)) + (%s - %s @ (%s @ %s)) / %s",
+              _swap(_VH), _F, _COL_S, _DS, _swap(_sub("(%s * %s)", _COL_S, _DS)), _TTU,
+              _swap(_VH), _VH, _TTU, _ROW_S)
+_SVD_JVPS = ({"a": _SVD_U}, _SVDVALS_JVP, {"a": _swap(_SVD_V)})
+
+# qr (JAX's qr_jvp_rule, real): with X = Q^T dA R^-1 and Omega the skew matrix of X's
+# strict lower triangle, Q' = Q (Omega - X) + dA R^-1, R' = (X - Omega) R.
+_Q, _R = "{factors}[0]", "{factors}[1]"
+_T_RINV = _swap(_sub("{np}.linalg.solve(%s, %s)", _swap(_R), _swap("{t}")))
+_QX = _sub("(%s @ %s)", _swap(_Q), _T_RINV)
+_OMEGA = _sub("({np}.tril(%s, -1) - %s)", _QX, _swap(_sub("{np}.tril(%s, -1)", _QX)))
+_QR_JVPS = ({"a": _sub("%s @ (%s - %s) + %s", _Q, _OMEGA, _QX, _T_RINV)},
+            {"a": _sub("(%s - %s) @ %s", _QX, _OMEGA, _R)})
+
+# lstsq's x, for an a of full column rank: x = (a^T a)^-1 a^T b. (Its residuals and s are
+# refused, as their gradients are; the rank has none.)
+_ATA = "{np}.transpose({a}) @ {a}"
+_LSTSQ_JVPS = (
+    {"a": _sub("{np}.linalg.solve(%s, {np}.transpose({t}) @ ({b} - {a} @ {factors}[0]) - "
+               "{np}.transpose({a}) @ ({t} @ {factors}[0]))", _ATA),
+     "b": _sub("{np}.linalg.solve(%s, {np}.transpose({a}) @ {t})", _ATA)},
+    {}, {}, {})
+
+# logsumexp: in a, the mean of t weighted by b*exp(a); in b, of t by exp(a) over the sum of
+# b*exp(a) (signed: return_sign's r as well). Both scaled by the largest entry of a.
+_B = "({np}.ones_like({a}) if {b} is None else {b})"
+_EXP = _sub("{np}.exp({a} - {np}.max({a}, %s))", _KEEP)
+_LSE_WEIGHTS = _sub("(%s * %s)", _B, _EXP)
+_LSE_JVP = {
+    "a": _sub("{np}.sum({t} * %s, %s) / {np}.sum(%s, %s)", _LSE_WEIGHTS, _AS_OUT,
+              _LSE_WEIGHTS, _AS_OUT),
+    "b": _sub("{np}.sum({t} * %s, %s) / {np}.sum(%s, %s)", _EXP, _AS_OUT, _LSE_WEIGHTS,
+              _AS_OUT)}
+
+# scipy.stats.poisson in mu: d/dmu of the pmf is pmf*(k/mu - 1); of the cdf, -pmf(floor k).
+_POISSON_K = "(({k}) - ({loc}))"
+_POISSON_PMF_FLOOR = _sub("scipy.stats.poisson.pmf({np}.floor(%s), {mu})", _POISSON_K)
+
+
+def _poisson_log(tail: str, sign: str) -> str:
+    """The tangent of logcdf or logsf: the tail's over the tail (0 where it is 0: -inf)."""
+    return _sub("{np}.where({np}.isfinite({out}), %s{t} * %s / {np}.where({np}.isfinite("
+                "{out}), scipy.stats.poisson.%s({k}, {mu}, {loc}), 1.0), 0.0)", sign,
+                _POISSON_PMF_FLOOR, tail)
+
+
+_POISSON_JVP = {
+    "logpmf": _sub("{np}.where({np}.isfinite({out}), {t} * (%s / {mu} - 1.0), 0.0)",
+                   _POISSON_K),
+    "pmf": _sub("{t} * {out} * (%s / {mu} - 1.0)", _POISSON_K),
+    "cdf": _sub("-{t} * %s", _POISSON_PMF_FLOOR),
+    "logcdf": _poisson_log("cdf", "-"),
+    "sf": _sub("{t} * %s", _POISSON_PMF_FLOOR),
+    "logsf": _poisson_log("sf", "")}
+
+# multivariate_normal, for a matrix cov (a number or a vector of variances: NaN, still to be
+# written): with y = cov^-1 (x - mean), -y.t for x, y.t for the mean, and
+# (y^T S y - tr(cov^-1 S)) / 2 for cov, S the symmetric part of t; the pdf's are the
+# logpdf's times the pdf.
+_MVN_Y = "(({x} - (0.0 if {mean} is None else {mean})) @ {np}.linalg.inv({cov}))"
+_MVN_LOG_JVP = {
+    "x": _sub("-{np}.sum(%s * {t}, axis=-1)", _MVN_Y),
+    "mean": _sub("{np}.sum(%s * {t}, axis=-1)", _MVN_Y),
+    "cov": _sub("0.5 * {np}.sum((%s @ %s) * %s, axis=-1) - 0.5 * {np}.sum({np}.linalg.inv("
+                "{cov}) * %s)", _MVN_Y, _SYM_T, _MVN_Y, _SYM_T)}
+# dirichlet: points are x's columns, the last entry left out is 1 minus the others' sum;
+# (alpha - 1) . t / x for x, t . (log x - psi(alpha) + psi(sum of alpha)) for alpha.
+_FULL_X = ("({x} if {np}.shape({x})[0] == {np}.shape({alpha})[0] else {np}.concatenate(["
+           "{x}, 1.0 - {np}.sum({x}, axis=0, keepdims=True)]))")
+_FULL_T = ("({t} if {np}.shape({x})[0] == {np}.shape({alpha})[0] else {np}.concatenate(["
+           "{t}, -{np}.sum({t}, axis=0, keepdims=True)]))")
+_DIRICHLET_LOG_JVP = {
+    "x": _sub("{np}.sum(({alpha} - 1.0) * {np}.moveaxis(%s / %s, 0, -1), axis=-1)", _FULL_T,
+              _FULL_X),
+    "alpha": _sub("{np}.sum({t} * ({np}.moveaxis({np}.log(%s), 0, -1) - scipy.special.digamma("
+                  "{alpha}) + scipy.special.digamma({np}.sum({alpha}))), axis=-1)", _FULL_X)}
+
+
+def _density_jvp(log_jvp: dict[str, str], method: str, guard: str = "") -> dict[str, str]:
+    """A logpdf's tangents, or the pdf's (times the pdf); ``guard``: the condition on the
+    code under which they hold (else NaN)."""
+    out = {p: t if method == "logpdf" else _sub("{out} * (%s)", t) for p, t in log_jvp.items()}
+    if guard:
+        out = {p: _sub("(%s if %s else {np}.nan * {out})", t, guard) for p, t in out.items()}
+    return out
+
+
 ARRAY_OPS: tuple[ArrayOp, ...] = (
     # NumPy's third positional parameter of a reduction is dtype or out: only a and axis
     # may be given by position here, keepdims and ddof by name.
     A(("np.sum",), ("a", "axis", "keepdims"), {"a": _UNREDUCE}, _RED, method="sum",
-      positional=2),
+      positional=2, linear="joint"),
     A(("np.mean",), ("a", "axis", "keepdims"), {"a": _UNREDUCE + " / _count({a}, {out})"}, _RED,
-      method="mean", positional=2),
+      method="mean", positional=2, linear="joint"),
     A(("np.prod",), ("a", "axis", "keepdims"),
       {"a": _UNREDUCE + " * _prod_others({a}, {axis})"}, _RED, method="prod",
-      note="exact where entries are zero", positional=2),
+      note="exact where entries are zero", positional=2, jvp={"a": _PROD_JVP}),
     A(("np.max", "np.amax"), ("a", "axis", "keepdims"),
       {"a": "_extreme_share({g}, {a}, {out}, {axis}, {keepdims})"}, _RED, method="max",
-      note="ties share the gradient equally", positional=2),
+      note="ties share the gradient equally", positional=2, jvp={"a": _tied_tangent("max")}),
     A(("np.min", "np.amin"), ("a", "axis", "keepdims"),
       {"a": "_extreme_share({g}, {a}, {out}, {axis}, {keepdims})"}, _RED, method="min",
-      note="ties share the gradient equally", positional=2),
+      note="ties share the gradient equally", positional=2, jvp={"a": _tied_tangent("min")}),
     A(("np.var",), ("a", "axis", "ddof", "keepdims"),
       {"a": "_var_grad({g}, {a}, {out}, {axis}, {ddof}, {keepdims})"},
-      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="var", positional=2),
+      {"axis": "None", "ddof": "0", "keepdims": "False"}, method="var", positional=2,
+      jvp={"a": _VAR_JVP}),
     A(("np.std",), ("a", "axis", "ddof", "keepdims"),
       {"a": "_std_grad({g}, {a}, {out}, {axis}, {ddof}, {keepdims})"},
       {"axis": "None", "ddof": "0", "keepdims": "False"}, method="std", positional=2,
-      note="0 where the entries are equal (one entry, or equal by construction)"),
+      note="0 where the entries are equal (one entry, or equal by construction)",
+      jvp={"a": _STD_JVP}),
     A(("np.cumsum",), ("a", "axis"), {"a": "_cumsum_grad({g}, {a}, {axis})"},
       {"axis": "None"}, method="cumsum", positional=2,
-      note="the adjoint is the reversed cumulative sum"),
+      note="the adjoint is the reversed cumulative sum", linear="joint"),
     A(("np.diff",), ("a", "n", "axis"), {"a": "_diff_grad({g}, {a}, {n}, {axis})"},
-      {"n": "1", "axis": "-1"}, positional=3, note="prepend= and append= refused"),
+      {"n": "1", "axis": "-1"}, positional=3, note="prepend= and append= refused", linear="joint"),
     A(("np.cumprod",), ("a", "axis"), {"a": "_cumprod_grad({g}, {a}, {axis})"},
-      {"axis": "None"}, method="cumprod", positional=2, note="exact where entries are zero"),
+      {"axis": "None"}, method="cumprod", positional=2, note="exact where entries are zero",
+      jvp={"a": _CUMPROD_JVP}),
     A(("np.nansum",), ("a", "axis", "keepdims"),
       {"a": "{np}.where({np}.isnan({a}), 0.0, " + _UNREDUCE + ")"}, _RED, positional=2,
-      note="NaN entries get no gradient"),
+      note="NaN entries get no gradient", jvp={"a": _NANSUM_JVP}),
     A(("np.nanmean",), ("a", "axis", "keepdims"),
       {"a": "_nanmean_grad({g}, {a}, {axis}, {keepdims})"}, _RED, positional=2,
-      note="NaN entries get no gradient"),
+      note="NaN entries get no gradient",
+      jvp={"a": _NANMEAN_JVP}),
     A(("np.linalg.norm",), ("x", "ord", "axis", "keepdims"),
       {"x": "_norm_grad({g}, {x}, {out}, {ord}, {axis}, {keepdims})"},
       {"ord": "None", "axis": "None", "keepdims": "False"},
       note="every order NumPy takes; 2, -2 and 'nuc' of matrices refused where not "
-      "differentiable (a repeated or zero singular value)"),
+      "differentiable (a repeated or zero singular value)", jvp={"x": _NORM_JVP}),
     A(("np.matmul",), ("a", "b"), {"a": "_matmul_grad({g}, {a}, {b}, 0)",
                                    "b": "_matmul_grad({g}, {a}, {b}, 1)"},
-      note="also the @ operator; 1-D, 2-D and batched", by_ndim=_MATMUL),
+      note="also the @ operator; 1-D, 2-D and batched", by_ndim=_MATMUL, linear="multi"),
     A(("np.dot",), ("a", "b"), {"a": "_dot_grad({g}, {a}, {b}, 0)",
                                 "b": "_dot_grad({g}, {a}, {b}, 1)"}, method="dot",
       note="scalars, 1-D, 2-D, and more axes as NumPy's (a's last with b's second-to-last)",
-      by_ndim=_MATMUL),
+      by_ndim=_MATMUL, linear="multi"),
     # (np.inner sums over both last axes: a @ b where b is a vector, else a @ b.T)
     A(("np.inner",), ("a", "b"), {"a": "_inner_grad({g}, {a}, {b}, 0)",
                                   "b": "_inner_grad({g}, {a}, {b}, 1)"},
       by_ndim={(1, 1): _MATMUL[1, 1], (2, 1): _MATMUL[2, 1],
                (1, 2): {"a": "{g} @ {b}", "b": "{np}.multiply.outer({g}, {a})"},
-               (2, 2): {"a": "{g} @ {b}", "b": "{g}.T @ {a}"}}),
+               (2, 2): {"a": "{g} @ {b}", "b": "{g}.T @ {a}"}}, linear="multi"),
     A(("np.outer",), ("a", "b"), {"a": "_outer_grad({g}, {a}, {b}, 0)",
                                   "b": "_outer_grad({g}, {a}, {b}, 1)"},
-      by_ndim={(1, 1): {"a": "{g} @ {b}", "b": "{a} @ {g}"}}),
+      by_ndim={(1, 1): {"a": "{g} @ {b}", "b": "{a} @ {g}"}}, linear="multi"),
     A(("np.einsum",), ("subscripts", "operands", "optimize"),
       {"operands": "_einsum_grad({subscripts}, {g}, {operands}, {i})"}, {"optimize": "False"},
       sequence="operands",
-      note="subscripts with ellipsis, implicit output, diagonals ('ii->i'); sublist form"),
+      note="subscripts with ellipsis, implicit output, diagonals ('ii->i'); sublist form",
+      linear="multi"),
     A(("np.trace",), ("a", "offset", "axis1", "axis2"),
       {"a": "_trace_grad({g}, {a}, {offset}, {axis1}, {axis2})"},
       {"offset": "0", "axis1": "0", "axis2": "1"}, method="trace", positional=4,
-      note="offset, axis1, axis2"),
+      note="offset, axis1, axis2", linear="joint"),
     A(("np.diagonal",), ("a", "offset", "axis1", "axis2"),
       {"a": "_diagonal_grad({g}, {a}, {offset}, {axis1}, {axis2})"},
-      {"offset": "0", "axis1": "0", "axis2": "1"}, method="diagonal", positional=4),
+      {"offset": "0", "axis1": "0", "axis2": "1"}, method="diagonal", positional=4, linear="joint"),
     A(("np.diag",), ("v", "k"), {"v": "_diag_grad({g}, {v}, {k})"}, {"k": "0"},
-      note="a vector makes a matrix; a matrix gives its diagonal"),
-    A(("np.triu",), ("m", "k"), {"m": "_unbroadcast({np}.triu({g}, {k}), {m})"}, {"k": "0"}),
-    A(("np.tril",), ("m", "k"), {"m": "_unbroadcast({np}.tril({g}, {k}), {m})"}, {"k": "0"}),
+      note="a vector makes a matrix; a matrix gives its diagonal", linear="joint"),
+    A(("np.triu",), ("m", "k"), {"m": "_unbroadcast({np}.triu({g}, {k}), {m})"}, {"k": "0"},
+      linear="joint"),
+    A(("np.tril",), ("m", "k"), {"m": "_unbroadcast({np}.tril({g}, {k}), {m})"}, {"k": "0"},
+      linear="joint"),
     A(("np.cross",), ("a", "b", "axisa", "axisb", "axisc", "axis"),
       {"a": "_cross_grad({g}, {a}, {b}, 0, {axisa}, {axisb}, {axisc}, {axis})",
        "b": "_cross_grad({g}, {a}, {b}, 1, {axisa}, {axisb}, {axisc}, {axis})"},
       {"axisa": "-1", "axisb": "-1", "axisc": "-1", "axis": "None"},
-      note="vectors of 3 or 2 components (as NumPy: 2 with 2 gives the z component)"),
+      note="vectors of 3 or 2 components (as NumPy: 2 with 2 gives the z component)",
+      linear="multi"),
     A(("np.kron",), ("a", "b"), {"a": "_kron_grad({g}, {a}, {b}, 0)",
-                                 "b": "_kron_grad({g}, {a}, {b}, 1)"}),
+                                 "b": "_kron_grad({g}, {a}, {b}, 1)"}, linear="multi"),
     A(("np.tensordot",), ("a", "b", "axes"),
       {"a": "_tensordot_grad({g}, {a}, {b}, {axes}, 0)",
        "b": "_tensordot_grad({g}, {a}, {b}, {axes}, 1)"}, {"axes": "2"},
-      note="axes an int or a pair of sequences"),
+      note="axes an int or a pair of sequences", linear="multi"),
     A(("np.transpose",), ("a", "axes"),
       {"a": "_transpose_grad({g}, {axes})"},
-      {"axes": "None"}, method="transpose", note="also .T"),
+      {"axes": "None"}, method="transpose", note="also .T", linear="joint"),
     A(("np.reshape",), ("a", "shape"), {"a": "{np}.reshape({g}, {np}.shape({a}))"},
-      method="reshape"),
-    A(("np.ravel",), ("a",), {"a": "{np}.reshape({g}, {np}.shape({a}))"}, method="ravel"),
+      method="reshape", linear="joint"),
+    A(("np.ravel",), ("a",), {"a": "{np}.reshape({g}, {np}.shape({a}))"}, method="ravel",
+      linear="joint"),
     A(("np.squeeze",), ("a", "axis"), {"a": "{np}.reshape({g}, {np}.shape({a}))"},
-      {"axis": "None"}, method="squeeze"),
-    A(("np.expand_dims",), ("a", "axis"), {"a": "{np}.reshape({g}, {np}.shape({a}))"}),
-    A(("np.broadcast_to",), ("array", "shape"), {"array": "_unbroadcast({g}, {array})"}),
-    A(("np.tile",), ("A", "reps"), {"A": "_untile({g}, {A}, {reps})"}),
-    A(("np.flip",), ("m", "axis"), {"m": "{np}.flip({g}, {axis})"}, {"axis": "None"}),
+      {"axis": "None"}, method="squeeze", linear="joint"),
+    A(("np.expand_dims",), ("a", "axis"), {"a": "{np}.reshape({g}, {np}.shape({a}))"},
+      linear="joint"),
+    A(("np.broadcast_to",), ("array", "shape"), {"array": "_unbroadcast({g}, {array})"},
+      linear="joint"),
+    A(("np.tile",), ("A", "reps"), {"A": "_untile({g}, {A}, {reps})"}, linear="joint"),
+    A(("np.flip",), ("m", "axis"), {"m": "{np}.flip({g}, {axis})"}, {"axis": "None"},
+      linear="joint"),
     A(("np.moveaxis",), ("a", "source", "destination"),
-      {"a": "{np}.moveaxis({g}, {destination}, {source})"}),
+      {"a": "{np}.moveaxis({g}, {destination}, {source})"}, linear="joint"),
     A(("np.swapaxes",), ("a", "axis1", "axis2"), {"a": "{np}.swapaxes({g}, {axis1}, {axis2})"},
-      method="swapaxes"),
+      method="swapaxes", linear="joint"),
     A(("np.rollaxis",), ("a", "axis", "start"), {"a": "_unrollaxis({g}, {a}, {axis}, {start})"},
-      {"start": "0"}),
+      {"start": "0"}, linear="joint"),
     A(("np.atleast_1d",), ("a",), {"a": "{np}.reshape({g}, {np}.shape({a}))"},
-      note="one array argument"),
+      note="one array argument", linear="joint"),
     A(("np.atleast_2d",), ("a",), {"a": "{np}.reshape({g}, {np}.shape({a}))"},
-      note="one array argument"),
+      note="one array argument", linear="joint"),
     A(("np.atleast_3d",), ("a",), {"a": "{np}.reshape({g}, {np}.shape({a}))"},
-      note="one array argument"),
-    A(("np.flipud",), ("m",), {"m": "{np}.flipud({g})"}),
-    A(("np.fliplr",), ("m",), {"m": "{np}.fliplr({g})"}),
+      note="one array argument", linear="joint"),
+    A(("np.flipud",), ("m",), {"m": "{np}.flipud({g})"}, linear="joint"),
+    A(("np.fliplr",), ("m",), {"m": "{np}.fliplr({g})"}, linear="joint"),
     A(("np.roll",), ("a", "shift", "axis"), {"a": "{np}.roll({g}, {np}.negative({shift}), {axis})"},
-      {"axis": "None"}),
+      {"axis": "None"}, linear="joint"),
     A(("np.repeat",), ("a", "repeats", "axis"),
       {"a": "_unrepeat({g}, {a}, {repeats}, {axis})", "repeats": ""}, {"axis": "None"},
-      method="repeat", note="the gradient of an entry is the sum over its copies"),
+      method="repeat", note="the gradient of an entry is the sum over its copies", linear="joint"),
     A(("np.concatenate",), ("arrays", "axis"),
       {"arrays": "_part({g}, {arrays}, {i}, {axis}, 'concatenate')"}, {"axis": "0"},
-      sequence="arrays"),
+      sequence="arrays", linear="joint"),
     A(("np.stack",), ("arrays", "axis"),
       {"arrays": "_part({g}, {arrays}, {i}, {axis}, 'stack')"}, {"axis": "0"},
-      sequence="arrays"),
+      sequence="arrays", linear="joint"),
     A(("np.hstack",), ("tup",), {"tup": "_part({g}, {tup}, {i}, None, 'hstack')"},
-      sequence="tup"),
+      sequence="tup", linear="joint"),
     A(("np.vstack", "np.row_stack"), ("tup",), {"tup": "_part({g}, {tup}, {i}, None, 'vstack')"},
-      sequence="tup"),
+      sequence="tup", linear="joint"),
     # Constructors whose entries are numbers from the arguments (NO_GRADIENT has the rest).
     A(("np.full",), ("shape", "fill_value", "dtype"),
       {"shape": "", "fill_value": "_fill_grad({g}, {fill_value}, {dtype})"},
-      {"dtype": "None"}, positional=3, note="the gradient of fill_value is the sum"),
+      {"dtype": "None"}, positional=3, note="the gradient of fill_value is the sum",
+      linear="joint"),
     A(("np.full_like",), ("a", "fill_value", "dtype"),
       {"a": "", "fill_value": "_fill_grad({g}, {fill_value}, {dtype}, {a})"},
-      {"dtype": "None"}, positional=3, note="a's values carry no gradient"),
+      {"dtype": "None"}, positional=3, note="a's values carry no gradient", linear="joint"),
     A(("np.arange",), ("start", "stop", "step", "dtype"),
       {"start": "_arange_grad({g}, {out}, {stop}, {dtype}, 0)", "stop": "",
        "step": "_arange_grad({g}, {out}, {stop}, {dtype}, 2)"},
       {"stop": "None", "step": "None", "dtype": "None"}, positional=3,
-      note="entries start + k*step; their count (from stop) carries no gradient"),
+      note="entries start + k*step; their count (from stop) carries no gradient", jvp=_ARANGE_JVP),
     A(("np.linspace",), ("start", "stop", "num", "endpoint", "dtype", "axis"),
       {"start": "_linspace_grad({g}, {start}, {stop}, {num}, {endpoint}, {dtype}, {axis}, 0)",
        "stop": "_linspace_grad({g}, {start}, {stop}, {num}, {endpoint}, {dtype}, {axis}, 1)",
        "num": ""},
       {"num": "50", "endpoint": "True", "dtype": "None", "axis": "0"}, positional=4,
-      note="linear in start and stop; retstep= refused"),
+      note="linear in start and stop; retstep= refused", linear="joint"),
     A(("np.where",), ("condition", "x", "y"),
       {"x": "_unbroadcast({np}.where({condition}, {g}, 0.0), {x})",
        "y": "_unbroadcast({np}.where({condition}, 0.0, {g}), {y})"},
-      note="the gradient flows to the branch chosen"),
+      note="the gradient flows to the branch chosen", linear="joint"),
 )
 
 # Linear algebra, one result each (issue 13): np.linalg inv, solve, det, pinv, cholesky,
@@ -649,21 +1065,23 @@ _SOLVED = "b a vector where it has one axis (NumPy 2's rule), else a stack of ma
 _ONE_TRIANGLE = ("reads one triangle of a symmetric a: the gradient is the symmetric one "
                  "(as JAX's and autograd's)")
 ARRAY_OPS += (
-    A(("np.linalg.inv",), ("a",), {"a": "_inv_grad({g}, {out})"}),
+    A(("np.linalg.inv",), ("a",), {"a": "_inv_grad({g}, {out})"},
+      jvp={"a": "-({out} @ {t} @ {out})"}),
     A(("np.linalg.solve",), ("a", "b"), {"a": "_solve_grad({g}, {a}, {b}, {out}, 0)",
                                          "b": "_solve_grad({g}, {a}, {b}, {out}, 1)"},
-      note=_SOLVED),
+      note=_SOLVED, jvp=_SOLVE_JVP),
     A(("np.linalg.det",), ("a",), {"a": "_det_grad({g}, {a}, {out})"},
-      note="exact also at a singular matrix"),
+      note="exact also at a singular matrix", jvp=_DET_JVP),
     A(("np.linalg.pinv",), ("a", "rcond", "rtol"), {"a": "_pinv_grad({g}, {a}, {out})"},
       {"rcond": "None", "rtol": "None"}, positional=2,
-      note="where a's rank is constant (full rank, tall or wide); hermitian= refused"),
+      note="where a's rank is constant (full rank, tall or wide); hermitian= refused",
+      jvp={"a": _PINV_JVP}),
     A(("np.linalg.cholesky",), ("a", "upper"), {"a": "_cholesky_grad({g}, {out}, {upper})"},
-      {"upper": "False"}, positional=1, note=_ONE_TRIANGLE),
+      {"upper": "False"}, positional=1, note=_ONE_TRIANGLE, jvp={"a": _CHOLESKY_JVP}),
     A(("np.linalg.matrix_power",), ("a", "n"), {"a": "_matrix_power_grad({g}, {a}, {n})"},
-      note="n an integer; n < 0 through inv"),
+      note="n an integer; n < 0 through inv", jvp={"a": _MATRIX_POWER_JVP}),
     A(("np.linalg.multi_dot",), ("arrays",), {"arrays": "_multi_dot_grad({g}, {arrays}, {i})"},
-      sequence="arrays"),
+      sequence="arrays", linear="multi"),
     A(("scipy.linalg.solve_triangular",),
       ("a", "b", "trans", "lower", "unit_diagonal", "overwrite_b", "check_finite"),
       {"a": "_solve_triangular_grad({g}, {a}, {b}, {out}, {trans}, {lower}, "
@@ -672,7 +1090,8 @@ ARRAY_OPS += (
             "{unit_diagonal}, 1)"},
       {"trans": "0", "lower": "False", "unit_diagonal": "False", "overwrite_b": "False",
        "check_finite": "True"},
-      note="the gradient of a is on the triangle read (off the diagonal if unit_diagonal)"),
+      note="the gradient of a is on the triangle read (off the diagonal if unit_diagonal)",
+      jvp=_SOLVE_TRIANGULAR_JVP),
     A(("scipy.linalg.solve",),
       ("a", "b", "lower", "overwrite_a", "overwrite_b", "check_finite", "assume_a",
        "transposed"),
@@ -681,18 +1100,18 @@ ARRAY_OPS += (
       {"lower": "False", "overwrite_a": "False", "overwrite_b": "False",
        "check_finite": "True", "assume_a": "None", "transposed": "False"},
       note="assume_a: general, 'sym', 'pos' and 'her' (" + _ONE_TRIANGLE.split(": ")[1]
-      + "), triangular, 'diagonal', 'tridiagonal'; 'banded' refused"),
+      + "), triangular, 'diagonal', 'tridiagonal'; 'banded' refused", jvp=_SCIPY_SOLVE_JVP),
     A(("scipy.linalg.inv",), ("a", "overwrite_a", "check_finite", "assume_a", "lower"),
       {"a": "_scipy_inv_grad({g}, {a}, {out}, {assume_a}, {lower})"},
       {"overwrite_a": "False", "check_finite": "True", "assume_a": "None", "lower": "False"},
-      positional=3),
+      positional=3, jvp=_SCIPY_INV_JVP),
     A(("scipy.linalg.det",), ("a", "overwrite_a", "check_finite"),
       {"a": "_det_grad({g}, {a}, {out})"}, {"overwrite_a": "False", "check_finite": "True"},
-      note="exact also at a singular matrix"),
+      note="exact also at a singular matrix", jvp=_DET_JVP),
     A(("scipy.linalg.cholesky",), ("a", "lower", "overwrite_a", "check_finite"),
       {"a": "_scipy_cholesky_grad({g}, {out}, {lower})"},
       {"lower": "False", "overwrite_a": "False", "check_finite": "True"},
-      note="upper by default, as SciPy's; " + _ONE_TRIANGLE),
+      note="upper by default, as SciPy's; " + _ONE_TRIANGLE, jvp={"a": _SCIPY_CHOLESKY_JVP}),
 )
 
 # --- scipy.signal.convolve and correlate: the adjoints are correlations of the adjoint,
@@ -701,6 +1120,7 @@ ARRAY_OPS += tuple(
     A((f"scipy.signal.{how}",), ("in1", "in2", "mode", "method"),
       {p: f"_convolve_grad({{g}}, {{in1}}, {{in2}}, {{mode}}, {i}, '{how}')"
        for i, p in enumerate(("in1", "in2"))}, {"mode": "'full'", "method": "'auto'"},
+       linear="multi",
       note="n-d, modes 'full', 'same', 'valid'; method= does not change the gradient")
     for how in ("convolve", "correlate"))
 
@@ -712,51 +1132,63 @@ ARRAY_OPS += (
       {"f": "_gradient_grad({g}, {f}, {out}, {spacing}, {axis}, {edge_order})",
        "spacing": "_gradient_spacing_grad({g}, {out}, {spacing})"},
       {"spacing": "1.0", "axis": "None", "edge_order": "1"}, positional=2,
-      note="a uniform spacing (one number); edge_order 1 or 2; axis="),
+      note="a uniform spacing (one number); edge_order 1 or 2; axis=",
+      jvp={"f": "{np}.gradient({t}, {spacing}, axis={axis}, edge_order={edge_order})",
+           "spacing": "-{out} * {t} / ({spacing})"}),
     A(("np.take",), ("a", "indices", "axis", "mode"),
       {"a": "_take_grad({g}, {a}, {indices}, {axis}, {mode})", "indices": ""},
       {"axis": "None", "mode": "'raise'"}, method="take",
-      note="repeated indices accumulate; mode 'raise', 'wrap', 'clip'"),
+      note="repeated indices accumulate; mode 'raise', 'wrap', 'clip'", linear="joint"),
     A(("np.take_along_axis",), ("arr", "indices", "axis"),
       {"arr": "_take_along_axis_grad({g}, {arr}, {indices}, {axis})", "indices": ""},
-      {"axis": "-1"}),
+      {"axis": "-1"}, linear="joint"),
     A(("np.pad",), ("array", "pad_width", "mode", "constant_values"),
       {"array": "_pad_grad({g}, {array}, {pad_width}, {mode})",
        "constant_values": "_pad_constant_grad({g}, {array}, {pad_width}, {constant_values})"},
       {"mode": "'constant'", "constant_values": "0"},
-      note="modes constant, edge, reflect, symmetric, wrap; pad widths in every form"),
+      note="modes constant, edge, reflect, symmetric, wrap; pad widths in every form",
+      linear="joint"),
     A(("np.sort",), ("a", "axis", "kind"), {"a": "_sort_grad({g}, {a}, {axis})"},
       {"axis": "-1", "kind": "None"}, positional=3,
-      note="ties: the order NumPy's stable sort gives them, whatever the kind"),
+      note="ties: the order NumPy's stable sort gives them, whatever the kind",
+      jvp={"a": "{np}.take_along_axis({t}, {np}.argsort({a}, axis={axis}, kind='stable'), "
+                "axis={axis})"}),
     A(("np.partition",), ("a", "kth", "axis"),
       {"a": "_partition_grad({g}, {a}, {out}, {kth}, {axis})", "kth": ""}, {"axis": "-1"},
-      positional=3),
+      positional=3, jvp={"a": _PARTITION_JVP}),
     A(("np.average",), ("a", "axis", "weights", "keepdims"),
       {"a": "_average_grad({g}, {a}, {out}, {axis}, {weights}, {keepdims}, 0)",
        "weights": "_average_grad({g}, {a}, {out}, {axis}, {weights}, {keepdims}, 1)"},
       {"axis": "None", "weights": "None", "keepdims": "False"}, positional=3,
-      note="weights differentiated too; returned= refused"),
+      note="weights differentiated too; returned= refused",
+      jvp=_AVERAGE_JVP),
     A(("np.column_stack",), ("tup",), {"tup": "_joined_part({g}, {tup}, {i}, 'column')"},
-      sequence="tup"),
+      sequence="tup", linear="joint"),
     A(("np.dstack",), ("tup",), {"tup": "_joined_part({g}, {tup}, {i}, 'depth')"},
-      sequence="tup"),
+      sequence="tup", linear="joint"),
     A(("np.append",), ("arr", "values", "axis"),
       {"arr": "_append_grad({g}, {arr}, {values}, {axis}, 0)",
-       "values": "_append_grad({g}, {arr}, {values}, {axis}, 1)"}, {"axis": "None"}),
+       "values": "_append_grad({g}, {arr}, {values}, {axis}, 1)"}, {"axis": "None"},
+       linear="joint"),
     A(("np.rot90",), ("m", "k", "axes"), {"m": "{np}.rot90({g}, -({k}), {axes})"},
-      {"k": "1", "axes": "(0, 1)"}),
+      {"k": "1", "axes": "(0, 1)"}, linear="joint"),
     A(("np.select",), ("condlist", "choicelist", "default"),
       {"choicelist": "_select_grad({g}, {condlist}, {choicelist}, {i})",
        "default": "_select_grad({g}, {condlist}, {choicelist}, None, {default})"},
       {"default": "0"}, sequence="choicelist",
-      note="the gradient flows to the choice taken (the first condition that holds)"),
+      note="the gradient flows to the choice taken (the first condition that holds)",
+      linear="joint"),
     A(("np.nan_to_num",), ("x", "nan", "posinf", "neginf"),
       {"x": "{np}.where({np}.isfinite({x}), {g}, 0.0)",
        "nan": "_replaced_grad({g}, {x}, 'nan', {nan})",
        "posinf": "_replaced_grad({g}, {x}, 'posinf', {posinf})",
        "neginf": "_replaced_grad({g}, {x}, 'neginf', {neginf})"},
       {"nan": "0.0", "posinf": "None", "neginf": "None"}, positional=1,
-      note="1 where finite, 0 where replaced; copy= refused"),
+      note="1 where finite, 0 where replaced; copy= refused",
+      jvp={"x": "{np}.where({np}.isfinite({x}), {t}, 0.0)",
+           "nan": "{np}.where({np}.isnan({x}), {t}, 0.0)",
+           "posinf": "{np}.where({x} == {np}.inf, {t}, 0.0)",
+           "neginf": "{np}.where({x} == -{np}.inf, {t}, 0.0)"}),
 )
 
 # Functions that return several values (np.linalg.eigh's w, v; np.split's parts): the call
@@ -778,14 +1210,17 @@ _SPLIT = "_split_grad({g}, {ary}, {factors}, {part}, %s)"
 ARRAY_OPS += (
     _several(("np.linalg.slogdet",), ("a",),
              (("sign", {}), ("logabsdet", {"a": "_slogdet_grad({g}, {a})"})),
-             note="sign, logabsdet = ...: the sign has no gradient; stacks of matrices"),
+             note="sign, logabsdet = ...: the sign has no gradient; stacks of matrices",
+             output_jvps=({}, {"a": _TRACE_SOLVE})),
     _several(("np.linalg.eigh",), ("a", "UPLO"),
              (("eigenvalues", {"a": "_eigh_grad({g}, {factors}, {UPLO}, 0)"}),
               ("eigenvectors", {"a": "_eigh_grad({g}, {factors}, {UPLO}, 1)"})),
              {"UPLO": "'L'"}, note="w, v = ...: symmetric a, read from one triangle as "
-             "NumPy reads it; the eigenvectors where the eigenvalues are distinct; stacks"),
+             "NumPy reads it; the eigenvectors where the eigenvalues are distinct; stacks",
+             output_jvps=_EIGH_JVPS),
     A(("np.linalg.eigvalsh",), ("a", "UPLO"), {"a": "_eigvalsh_grad({g}, {a}, {UPLO})"},
-      {"UPLO": "'L'"}, note="read from one triangle, as NumPy reads it; stacks"),
+      {"UPLO": "'L'"}, note="read from one triangle, as NumPy reads it; stacks",
+      jvp=_EIGVALSH_JVP),
     _several(("np.linalg.svd",), ("a", "full_matrices", "compute_uv", "hermitian"),
              (("u", {"a": "_svd_grad({g}, {factors}, 0)"}),
               ("s", {"a": "_svd_grad({g}, {factors}, 1)"}),
@@ -793,11 +1228,13 @@ ARRAY_OPS += (
              {"full_matrices": "True", "compute_uv": "True", "hermitian": "False"},
              alone=("compute_uv", "False", {"a": "_svdvals_grad({g}, {a})"}),
              note="u, s, vh = ...: u and vh where the singular values are distinct and not "
-             "zero (full_matrices=False, or a square a); compute_uv=False: s; stacks"),
+             "zero (full_matrices=False, or a square a); compute_uv=False: s; stacks",
+             output_jvps=_SVD_JVPS, alone_jvp=_SVDVALS_JVP),
     _several(("np.linalg.qr",), ("a", "mode"),
              (("q", {"a": "_qr_grad({g}, {factors}, 0)"}),
               ("r", {"a": "_qr_grad({g}, {factors}, 1)"})), {"mode": "'reduced'"},
-             note="q, r = ...: a with at least as many rows as columns, mode 'reduced'; stacks"),
+             note="q, r = ...: a with at least as many rows as columns, mode 'reduced'; stacks",
+             output_jvps=_QR_JVPS),
     _several(("np.linalg.lstsq",), ("a", "b", "rcond"),
              (("x", {"a": "_lstsq_grad({g}, {a}, {b}, {factors}, 0)",
                      "b": "_lstsq_grad({g}, {a}, {b}, {factors}, 1)"}),
@@ -806,20 +1243,20 @@ ARRAY_OPS += (
               ("rank", {}),
               ("s", {"a": _NOT_DIFFERENTIATED % "singular values"})), {"rcond": "None"},
              note="x, residuals, rank, s = ...: x, for a of full column rank; the rank has "
-             "no gradient; residuals and s are refused"),
+             "no gradient; residuals and s are refused", output_jvps=_LSTSQ_JVPS),
     _several(("np.split",), ("ary", "indices_or_sections", "axis"),
              (("*", {"ary": _SPLIT % "{axis}"}),), {"axis": "0"},
              note="a list of parts: sections a number or a list of indices written in the "
-             "code"),
+             "code", linear="joint"),
     _several(("np.array_split",), ("ary", "indices_or_sections", "axis"),
              (("*", {"ary": _SPLIT % "{axis}"}),), {"axis": "0"},
-             note="as np.split"),
+             note="as np.split", linear="joint"),
     _several(("np.hsplit",), ("ary", "indices_or_sections"), (("*", {"ary": _SPLIT % "'h'"}),),
-             note="as np.split"),
+             note="as np.split", linear="joint"),
     _several(("np.vsplit",), ("ary", "indices_or_sections"), (("*", {"ary": _SPLIT % "'v'"}),),
-             note="as np.split"),
+             note="as np.split", linear="joint"),
     _several(("np.dsplit",), ("ary", "indices_or_sections"), (("*", {"ary": _SPLIT % "'d'"}),),
-             note="as np.split"),
+             note="as np.split", linear="joint"),
 )
 
 # scipy.linalg's Cholesky pair: cho_solve((c, lower), b) takes the pair as its parameters
@@ -830,10 +1267,12 @@ ARRAY_OPS += (
              (("c", {"a": "_cho_factor_grad({g}, {factors})"}), ("lower", {})),
              {"lower": "False"}, positional=2,
              note="c, lower = ...: symmetric positive definite a, read from one triangle; "
-             "c outside the factor's triangle has no gradient"),
+             "c outside the factor's triangle has no gradient",
+             output_jvps=({"a": _CHO_FACTOR_JVP}, {})),
     A(("scipy.linalg.cho_solve",), ("c", "lower", "b"),
       {"c": _CHO_SOLVE % 0, "b": _CHO_SOLVE % 1},
-      note="cho_solve((c, lower), b): c from cho_factor or a triangular factor"),
+      note="cho_solve((c, lower), b): c from cho_factor or a triangular factor",
+      jvp=_CHO_SOLVE_JVP),
 )
 
 # --- scipy.special (issue 13): expit, logit, erf..., gamma..., Bessel, xlogy, softmax ---
@@ -1299,9 +1738,11 @@ ELEMENTWISE += (
 )
 ARRAY_OPS += (
     A((_S + "softmax",), ("x", "axis"), {"x": "_softmax_grad({g}, {out}, {axis})"},
-      {"axis": "None"}, note="over all entries, or along axis= (an int or a tuple)"),
+      {"axis": "None"}, note="over all entries, or along axis= (an int or a tuple)",
+      jvp={"x": "{out} * ({t} - {np}.sum({out} * {t}, axis={axis}, keepdims=True))"}),
     A((_S + "log_softmax",), ("x", "axis"), {"x": "_log_softmax_grad({g}, {out}, {axis})"},
-      {"axis": "None"}, note="over all entries, or along axis= (an int or a tuple)"),
+      {"axis": "None"}, note="over all entries, or along axis= (an int or a tuple)",
+      jvp={"x": "{t} - {np}.sum({np}.exp({out}) * {t}, axis={axis}, keepdims=True)"}),
 )
 
 # (return_sign=True: the values and their signs; the slope of log|sum(b*exp(a))| carries
@@ -1500,6 +1941,7 @@ ELEMENTWISE += _density_rows("beta", ("a", "b"), {
 ARRAY_OPS += tuple(
     A((f"scipy.stats.poisson.{method}",), ("k", "mu", "loc"),
       {"mu": f"_poisson_grad({{g}}, {{out}}, {{k}}, {{mu}}, {{loc}}, '{method}')"}, {"loc": "0"},
+      jvp={"mu": _POISSON_JVP[method]},
       note="in mu; k and loc (integer counts) must not depend on the differentiated inputs")
     for method in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf"))
 ARRAY_OPS += tuple(
@@ -1507,13 +1949,15 @@ ARRAY_OPS += tuple(
       {p: f"_mvn_grad({{g}}, {{out}}, {{x}}, {{mean}}, {{cov}}, {i}, '{method}')"
        for i, p in enumerate(("x", "mean", "cov"))}, {"mean": "None", "cov": "1"},
       note="cov symmetric positive definite (its gradient symmetric, as JAX's); "
-      "allow_singular= refused")
+      "allow_singular= refused",
+      jvp=_density_jvp(_MVN_LOG_JVP, method, "{np}.ndim({cov}) == 2"))
     for method in ("logpdf", "pdf"))
 ARRAY_OPS += tuple(
     A((f"scipy.stats.dirichlet.{method}",), ("x", "alpha"),
       {p: f"_dirichlet_grad({{g}}, {{out}}, {{x}}, {{alpha}}, {i}, '{method}')"
        for i, p in enumerate(("x", "alpha"))},
-      note="in x (entries along the first axis) and alpha")
+      note="in x (entries along the first axis) and alpha",
+      jvp=_density_jvp(_DIRICHLET_LOG_JVP, method))
     for method in ("logpdf", "pdf"))
 
 _LSE = "_logsumexp_grad({g}, {a}, {b}, {out}, {axis}, {keepdims}, %d%s)"
@@ -1523,12 +1967,12 @@ A_LSE = _several(("scipy.special.logsumexp",), ("a", "axis", "b", "keepdims", "r
                  {"axis": "None", "b": "None", "keepdims": "False", "return_sign": "False"},
                  alone=("return_sign", "False", {"a": _LSE % (0, ""), "b": _LSE % (1, "")}),
                  positional=3, note="where SciPy is installed; weights b= too; r, sign = "
-                 "...(return_sign=True)")
+                 "...(return_sign=True)", output_jvps=(_LSE_JVP, {}), alone_jvp=_LSE_JVP)
 
 # In-place writes (issue 13): a copy of a value, to write into.
 ARRAY_OPS += (
     A(("np.copy",), ("a",), {"a": "_unbroadcast({g}, {a})"}, method="copy",
-      note="a new array with the values of a"),
+      note="a new array with the values of a", linear="joint"),
 )
 
 # Building arrays from values (issue 13): np.array and np.asarray of nested lists, copies,
@@ -1538,22 +1982,27 @@ _DTYPE_NOTE = "; an integer or boolean dtype has no gradient"
 ARRAY_OPS += (
     A(("np.array",), ("object", "dtype", "copy"), {"object": _ENTRY},
       {"dtype": "None", "copy": "True"}, entries="object", positional=2,
-      note="of numbers and arrays of one shape, in nested lists and tuples" + _DTYPE_NOTE),
+      note="of numbers and arrays of one shape, in nested lists and tuples" + _DTYPE_NOTE,
+      linear="joint"),
     A(("np.asarray",), ("a", "dtype"), {"a": _ENTRY}, {"dtype": "None"}, entries="a",
-      positional=2, note="as np.array" + _DTYPE_NOTE),
+      positional=2, note="as np.array" + _DTYPE_NOTE, linear="joint"),
     A(("[...]",), ("items",), {"items": "_entry_grad({g}, {i})"}, entries="items",
-      note="a list or tuple of numbers and arrays read as an array (np.sum([a, b]))"),
+      note="a list or tuple of numbers and arrays read as an array (np.sum([a, b]))",
+      linear="joint"),
     A(("np.ndarray.astype",), ("a", "dtype"), {"a": _ENTRY}, method="astype",
-      note="the gradient in the parameter's dtype" + _DTYPE_NOTE),
+      note="the gradient in the parameter's dtype" + _DTYPE_NOTE, linear="joint"),
     A(("sum(iterable)",), ("iterable", "start"),
       {"iterable": "_sum_rows_grad({g}, {iterable})", "start": "_unbroadcast({g}, {start})"},
-      {"start": "0"}, note="the builtin: over a list or tuple, or an array's first axis"),
+      {"start": "0"}, note="the builtin: over a list or tuple, or an array's first axis",
+      linear="joint"),
     A(("max(iterable)",), ("iterable",),
       {"iterable": "_extreme_share({g}, {np}.asarray({iterable}), {out})"},
-      note="the builtin over a sequence of numbers: ties share the gradient equally"),
+      note="the builtin over a sequence of numbers: ties share the gradient equally",
+      jvp={"iterable": _tied_sequence()}),
     A(("min(iterable)",), ("iterable",),
       {"iterable": "_extreme_share({g}, {np}.asarray({iterable}), {out})"},
-      note="the builtin over a sequence of numbers: ties share the gradient equally"),
+      note="the builtin over a sequence of numbers: ties share the gradient equally",
+      jvp={"iterable": _tied_sequence()}),
 )
 # (Rows that no NumPy name reaches: lowering picks them for what it reads.)
 _BY_NAME = {row.names[0]: row for row in ARRAY_OPS}
@@ -1566,7 +2015,8 @@ ARRAY_OPS += (A_LSE,)
 
 # Reading by index, x[...]: basic slices, integer arrays (repeats accumulate), boolean masks.
 INDEX = A(("x[...]",), ("a", "index"), {"a": "_scatter({g}, {a}, {np}.index_exp[{index}])"},
-          note="slices, newaxis, integer arrays (repeats accumulate), boolean masks")
+          note="slices, newaxis, integer arrays (repeats accumulate), boolean masks",
+          linear="joint")
 
 # Writing by index, x[...] = v, into an array the function made (statements.py): the old
 # array's adjoint loses the slots written; v's is read off them (the last write of a repeated
@@ -1574,15 +2024,16 @@ INDEX = A(("x[...]",), ("a", "index"), {"a": "_scatter({g}, {a}, {np}.index_exp[
 WRITE = A(("x[...] = v",), ("a", "index", "v"),
           {"a": "_unwritten({g}, {a}, {np}.index_exp[{index}])",
            "v": "_written_grad({g}, {a}, {np}.index_exp[{index}], {v})"},
-          note="into arrays the function made; repeated indices: the last write wins")
+          note="into arrays the function made; repeated indices: the last write wins",
+          linear="joint")
 
 # Concatenations written as an index, np.r_[a, b, ...] and np.c_[...]: rows by the object.
 _RC = "of numbers and arrays; a slice or string directive only if all is constant"
 CONCATENATORS = (
     A(("np.r_[...]",), ("items",), {"items": "_rc_part({g}, {items}, {i}, 'r')"},
-      sequence="items", note=_RC),
+      sequence="items", note=_RC, linear="joint"),
     A(("np.c_[...]",), ("items",), {"items": "_rc_part({g}, {items}, {i}, 'c')"},
-      sequence="items", note=_RC),
+      sequence="items", note=_RC, linear="joint"),
 )
 
 
@@ -1680,6 +2131,42 @@ def _scipy_rows(module: str) -> dict:
     the module (so that symdiff never imports SciPy, which takes a second, for code that
     does not use it)."""
     return {**_index(ELEMENTWISE, module), **_index(ARRAY_OPS, module)}
+
+
+def _literal(code: str):
+    """The value of a static's code where it is a literal (an order, a string), or the
+    infinities as NumPy and math spell them; else ``...`` (not known here)."""
+    text = code.replace(" ", "")
+    sign, name = (-1, text[1:]) if text.startswith("-") else (1, text)
+    if name.split(".")[-1] == "inf":
+        return sign * math.inf
+    try:
+        return ast.literal_eval(code)
+    except (ValueError, SyntaxError):
+        return ...
+
+
+# (-1, -2 and 'nuc' of a vector, which the code does not tell, give NaN tangents)
+_NORM_ORDERS = (None, "fro", "nuc", 0, 1, -1, 2, -2, math.inf, -math.inf)
+
+
+def no_tangent(row: ArrayOp, statics: dict[str, str]) -> str:
+    """Why forward mode has no tangent for this call of ``row`` (``statics``: its static
+    parameters' code, as written), or "": a form the templates do not cover (a p-norm, a
+    banded solve)."""
+    name = row.names[0]
+    if name == "np.linalg.norm":
+        order = _literal(statics.get("ord", "None"))
+        axis = _literal(statics.get("axis", "None"))
+        if order not in (None, "fro") and (order is ... or order not in _NORM_ORDERS or
+                                           axis is ... or isinstance(axis, tuple)):
+            return (f"the tangent of np.linalg.norm with ord={statics['ord']} is not written "
+                    "(orders None, 'fro', 'nuc', 0, 1, -1, 2, -2, inf, -inf, written in the "
+                    "code, over one axis or all of a matrix)")
+    if name in ("scipy.linalg.solve", "scipy.linalg.inv") and \
+            _literal(statics.get("assume_a", "None")) == "banded":
+        return f"the tangent of {name} with assume_a='banded' is not written"
+    return ""
 
 
 def lookup(obj):

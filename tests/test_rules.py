@@ -4025,3 +4025,520 @@ def test_heaviside_is_flat_in_x_and_its_value_at_zero_is_h0():
                         argnums=(0, 1))(jnp.array([-1.0, 0.0, 2.0]), 0.5)
     np.testing.assert_allclose(dx, expected[0])
     np.testing.assert_allclose(dh, expected[1])
+
+
+# --- forward mode: each array operation's tangent ---
+#
+# Each row says how its result's tangent follows from its operands' (rules.ArrayOp.linear,
+# .jvp, .output_jvps, .alone_jvp). Checked here against central differences of the
+# operation itself, (op(x + h t) - op(x - h t)) / 2h, and, for the templates, by
+# differentiating the tangent code again with symdiff (a Hessian is reverse over forward).
+
+FORWARD_ROWS = (*rules.ARRAY_OPS, rules.INDEX, rules.WRITE, *rules.CONCATENATORS)
+# Rows without a tangent rule (forward mode refuses them where they are called), and why.
+NO_TANGENT: set[str] = set()
+# Outputs whose gradient is refused (lstsq's residuals and singular values): no tangent.
+REFUSED_OUTPUTS = {("np.linalg.lstsq", "residuals"), ("np.linalg.lstsq", "s")}
+
+
+def _differentiable_params(vjp) -> set[str]:
+    return {p for p, template in vjp.items() if template}
+
+
+@pytest.mark.parametrize("row", FORWARD_ROWS, ids=[r.names[0] for r in FORWARD_ROWS])
+def test_every_array_row_has_a_tangent_rule(row):
+    """linear "joint" or "multi", or a template for each differentiable parameter (of each
+    output), or listed in NO_TANGENT: a new row must say how forward mode reads it."""
+    name = row.names[0]
+    if name in NO_TANGENT:
+        assert not (row.linear or row.jvp or row.output_jvps), name
+        return
+    assert row.linear in ("", "joint", "multi"), name
+    if row.linear:
+        assert not row.jvp and not row.output_jvps and not row.alone_jvp, name
+        assert all(row.part(k).linear == row.linear for k in range(len(row.outputs)))
+        return
+    if row.outputs:
+        assert not row.jvp and len(row.output_jvps) == len(row.outputs), name
+        for (output, vjp), jvp in zip(row.outputs, row.output_jvps, strict=True):
+            expected = set() if (name, output) in REFUSED_OUTPUTS else \
+                _differentiable_params(vjp)
+            assert set(jvp) == expected, (name, output)
+            for k in range(len(row.outputs)):
+                assert row.part(k).jvp == row.output_jvps[k]
+    else:
+        assert set(row.jvp) == _differentiable_params(row.vjp), name
+    if row.alone:
+        assert set(row.alone_jvp) == _differentiable_params(row.alone[2]), name
+
+
+def test_no_tangent_names_are_rows():
+    assert NO_TANGENT <= {row.names[0] for row in FORWARD_ROWS}
+
+
+@pytest.mark.parametrize(("name", "statics", "refused"), [
+    ("np.linalg.norm", {}, False), ("np.linalg.norm", {"ord": "'fro'"}, False),
+    ("np.linalg.norm", {"ord": "None", "axis": "(0, 1)"}, False),
+    ("np.linalg.norm", {"ord": "-np.inf", "axis": "1"}, False),
+    ("np.linalg.norm", {"ord": "np.inf"}, False), ("np.linalg.norm", {"ord": "'nuc'"}, False),
+    ("np.linalg.norm", {"ord": "3"}, True), ("np.linalg.norm", {"ord": "p"}, True),
+    ("np.linalg.norm", {"ord": "1", "axis": "(0, 1)"}, True),
+    ("np.linalg.norm", {"ord": "1", "axis": "k"}, True),
+    ("scipy.linalg.solve", {"assume_a": "'banded'"}, True),
+    ("scipy.linalg.solve", {"assume_a": "'pos'"}, False), ("np.sum", {"axis": "1"}, False)])
+def test_calls_without_a_tangent_are_told(name, statics, refused):
+    """A form the templates do not cover (they give NaN there) is named, for forward mode to
+    refuse where the call is read."""
+    reason = rules.no_tangent(_row(name), statics)
+    assert bool(reason) is refused, reason
+    if refused:
+        assert "is not written" in reason
+
+
+_RNG = np.random.default_rng(7)
+
+
+def _pd_matrix(n, batch=()):
+    m = _RNG.standard_normal((*batch, n, n))
+    return m @ np.swapaxes(m, -1, -2) + n * np.eye(n)
+
+
+def _r(*shape):
+    return _RNG.standard_normal(shape)
+
+
+def _write(a, v):  # x[...] = v, as a function
+    a = np.array(a, dtype=np.float64)
+    a[1:3, ::2] = v
+    return a
+
+
+def F(name, call, ops, fields=None, const=(), part=None, sym=(), tril=(), view=None,
+      alone=False, rtol=1e-6, again=True):
+    """A forward case: ``call`` of the operands ``ops`` (by name); the operands in ``const``
+    get no tangent, those in ``sym`` a symmetric one, in ``tril`` a lower triangular one;
+    ``fields`` the statics' code as the call writes them; ``part`` the output read;
+    ``view`` what is compared (a triangle); ``again``: differentiate the template again.
+    (tril=("simplex",): x's tangent sums to 0 along its first axis.)"""
+    return pytest.param(name, call, ops, fields or {}, const, part, sym, tril, view, alone,
+                        rtol, again, id=f"{name}:{call}")
+
+
+_TIES = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, -1.0, 0.5], [0.5, 0.0, 0.0, -1.0]])
+_ZEROS = np.array([[1.5, 0.0, 2.0, -0.5], [0.0, 0.0, 1.5, 2.0], [0.0, 0.0, 0.0, 1.2],
+                   [1.1, -0.7, 1.3, 0.9]])
+_SPD3 = _pd_matrix(3)
+FORWARD_CASES = [
+    F("np.sum", "np.sum(a, axis=1)", {"a": _r(3, 4)}),
+    F("np.mean", "np.mean(a, axis=0, keepdims=True)", {"a": _r(3, 4)}),
+    F("np.prod", "np.prod(a, axis=1)", {"a": _r(3, 4)}, {"axis": "1"}),
+    F("np.prod", "np.prod(a, axis=1)", {"a": _ZEROS}, {"axis": "1"}),
+    F("np.prod", "np.prod(a, axis=0, keepdims=True)", {"a": _ZEROS.T},
+      {"axis": "0", "keepdims": "True"}),
+    F("np.prod", "np.prod(a)", {"a": _r(5)}),
+    F("np.prod", "np.prod(a)", {"a": np.array([2.0, 0.0, 1.5])}),
+    F("np.prod", "np.prod(a)", {"a": np.array(1.5)}),
+    F("np.max", "np.max(a, axis=1)", {"a": _r(3, 4)}, {"axis": "1"}),
+    F("np.max", "np.max(a, axis=1)", {"a": _TIES}, {"axis": "1"}, again=False),
+    F("np.max", "np.max(a, axis=0, keepdims=True)", {"a": _TIES},
+      {"axis": "0", "keepdims": "True"}, again=False),
+    F("np.max", "np.max(a)", {"a": np.array([1.0, 3.0, 3.0])}, again=False),
+    F("np.max", "np.max(a)", {"a": np.array([2.0])}),
+    F("np.max", "np.max(a, axis=1)", {"a": _r(3, 4).astype(_F32)}, {"axis": "1"}, rtol=1e-3),
+    F("np.min", "np.min(a, axis=1)", {"a": -_TIES}, {"axis": "1"}, again=False),
+    F("np.min", "np.min(a)", {"a": _r(3, 4)}),
+    F("np.var", "np.var(a, axis=0, ddof=1)", {"a": _r(4, 3)}, {"axis": "0", "ddof": "1"}),
+    F("np.var", "np.var(a)", {"a": _r(6)}),
+    F("np.var", "np.var(a, axis=1, keepdims=True)", {"a": _r(3, 4).astype(_F32)},
+      {"axis": "1", "keepdims": "True"}, rtol=1e-3),
+    F("np.std", "np.std(a, axis=1, keepdims=True)", {"a": _r(3, 4)},
+      {"axis": "1", "keepdims": "True"}),
+    F("np.std", "np.std(a, ddof=1)", {"a": _r(5)}, {"ddof": "1"}),
+    F("np.std", "np.std(a)", {"a": np.array([1.5])}),
+    F("np.var", "np.var(a, axis=0)", {"a": _r(1, 3)}, {"axis": "0"}),
+    F("np.prod", "np.prod(a, axis=0)", {"a": _r(1, 3).astype(np.float32)}, {"axis": "0"},
+      rtol=1e-3),
+    F("np.cumsum", "np.cumsum(a, axis=1)", {"a": _r(3, 4)}),
+    F("np.diff", "np.diff(a, 2, axis=0)", {"a": _r(4, 3)}),
+    F("np.cumprod", "np.cumprod(a, axis=1)", {"a": _r(3, 4)}, {"axis": "1"}),
+    F("np.cumprod", "np.cumprod(a, axis=1)", {"a": _ZEROS}, {"axis": "1"}),
+    F("np.cumprod", "np.cumprod(a)", {"a": np.array([1.5, 0.0, 2.0, 0.0, -1.0, 0.0])}),
+    F("np.nansum", "np.nansum(a, axis=0)", {"a": np.array([[1.0, np.nan], [2.0, 3.0]])},
+      {"axis": "0"}),
+    F("np.nanmean", "np.nanmean(a, axis=1, keepdims=True)",
+      {"a": np.array([[1.0, np.nan, 0.5], [2.0, 3.0, 1.0]])},
+      {"axis": "1", "keepdims": "True"}),
+    F("np.linalg.norm", "np.linalg.norm(x)", {"x": _r(5)}),
+    F("np.linalg.norm", "np.linalg.norm(x, axis=1, keepdims=True)",
+      {"x": np.array([[0.0, 0.0], [3.0, 4.0]])}, {"axis": "1", "keepdims": "True"}),
+    F("np.linalg.norm", "np.linalg.norm(x, 'fro')", {"x": _r(3, 4)}, {"ord": "'fro'"}),
+    *[F("np.linalg.norm", f"np.linalg.norm(x, {order})", {"x": _r(5)}, {"ord": order})
+      for order in ("1", "np.inf", "-np.inf", "0", "2")],
+    F("np.linalg.norm", "np.linalg.norm(x, np.inf, axis=1)", {"x": _TIES}, {"ord": "np.inf",
+                                                                           "axis": "1"},
+      again=False),
+    F("np.linalg.norm", "np.linalg.norm(x, 1, axis=0, keepdims=True)", {"x": _r(3, 4)},
+      {"ord": "1", "axis": "0", "keepdims": "True"}),
+    *[F("np.linalg.norm", f"np.linalg.norm(x, {order})", {"x": _r(4, 3)}, {"ord": order})
+      for order in ("2", "-2", "'nuc'", "1", "-1", "np.inf", "-np.inf")],
+    F("np.linalg.norm", "np.linalg.norm(x, 'nuc', keepdims=True)", {"x": _r(3, 3)},
+      {"ord": "'nuc'", "keepdims": "True"}),
+    F("np.matmul", "a @ b", {"a": _r(3, 4), "b": _r(4, 2)}),
+    F("np.matmul", "a @ b", {"a": _r(2, 3, 4), "b": _r(4)}),
+    F("np.dot", "np.dot(a, b)", {"a": _r(3, 4), "b": _r(4)}),
+    F("np.inner", "np.inner(a, b)", {"a": _r(2, 4), "b": _r(3, 4)}),
+    F("np.outer", "np.outer(a, b)", {"a": _r(3), "b": _r(4)}),
+    F("np.einsum", "np.einsum('ij,jk->ik', u, v)", {"u": _r(3, 4), "v": _r(4, 2)}),
+    F("np.trace", "np.trace(a, 1)", {"a": _r(3, 4)}),
+    F("np.diagonal", "np.diagonal(a, -1, 2, 0)", {"a": _r(3, 4, 2)}),
+    F("np.diag", "np.diag(a, 1)", {"a": _r(3)}),
+    F("np.triu", "np.triu(a, -1)", {"a": _r(3, 3)}),
+    F("np.tril", "np.tril(a)", {"a": _r(3, 4)}),
+    F("np.cross", "np.cross(a, b)", {"a": _r(4, 3), "b": _r(4, 3)}),
+    F("np.kron", "np.kron(a, b)", {"a": _r(2, 2), "b": _r(3, 2)}),
+    F("np.tensordot", "np.tensordot(a, b, 1)", {"a": _r(2, 3), "b": _r(3, 4)}),
+    F("np.transpose", "np.transpose(a, (1, 0, 2))", {"a": _r(2, 3, 4)}),
+    F("np.reshape", "np.reshape(a, (4, 3))", {"a": _r(3, 4)}),
+    F("np.ravel", "np.ravel(a)", {"a": _r(3, 4)}),
+    F("np.squeeze", "np.squeeze(a)", {"a": _r(3, 1)}),
+    F("np.expand_dims", "np.expand_dims(a, 1)", {"a": _r(3)}),
+    F("np.broadcast_to", "np.broadcast_to(a, (2, 3))", {"a": _r(3)}),
+    F("np.tile", "np.tile(a, (2, 1))", {"a": _r(3)}),
+    F("np.flip", "np.flip(a, 0)", {"a": _r(3, 2)}),
+    F("np.moveaxis", "np.moveaxis(a, 0, -1)", {"a": _r(3, 2)}),
+    F("np.swapaxes", "np.swapaxes(a, 0, 1)", {"a": _r(3, 2)}),
+    F("np.rollaxis", "np.rollaxis(a, 2)", {"a": _r(2, 3, 4)}),
+    F("np.atleast_1d", "np.atleast_1d(a)", {"a": np.array(2.0)}),
+    F("np.atleast_2d", "np.atleast_2d(a)", {"a": _r(3)}),
+    F("np.atleast_3d", "np.atleast_3d(a)", {"a": _r(3)}),
+    F("np.flipud", "np.flipud(a)", {"a": _r(3, 2)}),
+    F("np.fliplr", "np.fliplr(a)", {"a": _r(3, 2)}),
+    F("np.roll", "np.roll(a, 1)", {"a": _r(4)}),
+    F("np.repeat", "np.repeat(a, 2, axis=0)", {"a": _r(2, 3)}),
+    F("np.concatenate", "np.concatenate([u, v], axis=1)", {"u": _r(2, 3), "v": _r(2, 1)}),
+    F("np.stack", "np.stack([u, v])", {"u": _r(3), "v": _r(3)}),
+    F("np.hstack", "np.hstack([u, v])", {"u": _r(3), "v": _r(2)}),
+    F("np.vstack", "np.vstack([u, v])", {"u": _r(3), "v": _r(3)}),
+    F("np.full", "np.full((2, 3), fill_value)", {"fill_value": np.array(1.5)}),
+    F("np.full_like", "np.full_like(a, fill_value)", {"a": _r(3), "fill_value": np.array(0.5)},
+      const=("a",)),
+    F("np.arange", "np.arange(start, 5.0, step)", {"start": 0.3, "step": 0.7},
+      {"stop": "5.0"}),
+    F("np.arange", "np.arange(start)", {"start": 3.5}),
+    F("np.linspace", "np.linspace(start, stop, 5)", {"start": _r(2), "stop": _r(2)}),
+    F("np.where", "np.where(c, x, y)", {"c": _r(4) > 0, "x": _r(4), "y": _r(4)}, const=("c",)),
+    F("np.take", "np.take(a, i, axis=1)", {"a": _r(2, 3), "i": np.array([2, 0, 2])},
+      const=("i",)),
+    F("np.take_along_axis", "np.take_along_axis(arr, i, 1)",
+      {"arr": _r(2, 3), "i": np.array([[2, 0], [1, 1]])}, const=("i",)),
+    F("np.pad", "np.pad(array, 1, 'constant', constant_values=c)",
+      {"array": _r(2, 3), "c": np.array(0.5)}),
+    F("np.pad", "np.pad(array, (1, 2), 'edge')", {"array": _r(3)}),
+    F("np.sort", "np.sort(a, axis=0)", {"a": _r(3, 4)}, {"axis": "0"}),
+    F("np.sort", "np.sort(a, axis=None)", {"a": _r(3, 4)}, {"axis": "None"}),
+    F("np.partition", "np.partition(a, 2)", {"a": _r(3, 5)}, {"kth": "2"}),
+    F("np.partition", "np.partition(a, 1, axis=0)", {"a": _r(4, 2)}, {"kth": "1", "axis": "0"}),
+    F("np.partition", "np.partition(a, 3, axis=None)", {"a": _r(2, 3)},
+      {"kth": "3", "axis": "None"}),
+    F("np.average", "np.average(a, axis=1, weights=weights)",
+      {"a": _r(3, 4), "weights": _RNG.uniform(0.5, 2.0, (3, 4))}, {"axis": "1"}),
+    F("np.average", "np.average(a)", {"a": _r(3, 4)}),
+    F("np.column_stack", "np.column_stack([u, v])", {"u": _r(3), "v": _r(3, 2)}),
+    F("np.dstack", "np.dstack([u, v])", {"u": _r(3), "v": _r(3)}),
+    F("np.append", "np.append(arr, values, axis=0)", {"arr": _r(2, 3), "values": _r(1, 3)}),
+    F("np.rot90", "np.rot90(a, 3)", {"a": _r(2, 3)}),
+    F("np.select", "np.select([c, d], [u, v], w)",
+      {"c": _r(4) > 0.5, "d": _r(4) > 0, "u": _r(4), "v": _r(4), "w": _r(4)},
+      const=("c", "d")),
+    F("np.nan_to_num", "np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)",
+      {"x": np.array([1.0, np.nan, np.inf, -np.inf, 2.0]), "nan": np.array(0.5),
+       "posinf": np.array(9.0), "neginf": np.array(-9.0)}),
+    F("np.nan_to_num", "np.nan_to_num(x)", {"x": np.array([1.0, np.nan, 2.0])}),
+    F("np.linalg.inv", "np.linalg.inv(a)", {"a": _pd_matrix(3, (2,))}),
+    F("np.linalg.solve", "np.linalg.solve(a, b)", {"a": _pd_matrix(3), "b": _r(3)}),
+    F("np.linalg.solve", "np.linalg.solve(a, b)", {"a": _pd_matrix(3), "b": _r(3, 2)}),
+    F("np.linalg.solve", "np.linalg.solve(a, b)", {"a": _pd_matrix(3, (3,)), "b": _r(3)}),
+    F("np.linalg.det", "np.linalg.det(a)", {"a": _r(3, 3)}),
+    F("np.linalg.det", "np.linalg.det(a)", {"a": _r(2, 3, 3)}),
+    F("np.linalg.pinv", "np.linalg.pinv(a)", {"a": _r(4, 3)}),
+    F("np.linalg.pinv", "np.linalg.pinv(a)", {"a": _r(2, 3)}),
+    F("np.linalg.cholesky", "np.linalg.cholesky(a)", {"a": _SPD3}, sym=("a",)),
+    F("np.linalg.cholesky", "np.linalg.cholesky(a, upper=True)", {"a": _pd_matrix(3, (2,))},
+      {"upper": "True"}, sym=("a",)),
+    F("np.linalg.matrix_power", "np.linalg.matrix_power(a, 3)", {"a": _r(3, 3)}, {"n": "3"}),
+    F("np.linalg.matrix_power", "np.linalg.matrix_power(a, -2)", {"a": _pd_matrix(3)}, {"n": "-2"}),
+    F("np.linalg.matrix_power", "np.linalg.matrix_power(a, 0)", {"a": _r(2, 2)}, {"n": "0"}),
+    F("np.linalg.multi_dot", "np.linalg.multi_dot([u, v, w])",
+      {"u": _r(2, 3), "v": _r(3, 4), "w": _r(4)}),
+    F("scipy.linalg.solve_triangular", "scipy.linalg.solve_triangular(a, b, lower=True)",
+      {"a": _pd_matrix(3), "b": _r(3)}, {"lower": "True"}),
+    F("scipy.linalg.solve_triangular",
+      "scipy.linalg.solve_triangular(a, b, 1, unit_diagonal=True)",
+      {"a": _pd_matrix(3), "b": _r(3, 2)}, {"trans": "1", "unit_diagonal": "True"}),
+    F("scipy.linalg.solve", "scipy.linalg.solve(a, b)", {"a": _r(3, 3) + 3 * np.eye(3),
+                                                         "b": _r(3)}),
+    F("scipy.linalg.solve", "scipy.linalg.solve(a, b, transposed=True)",
+      {"a": _r(3, 3) + 3 * np.eye(3), "b": _r(3, 2)}, {"transposed": "True"}),
+    F("scipy.linalg.solve", "scipy.linalg.solve(a, b, assume_a='pos')",
+      {"a": _SPD3, "b": _r(3)}, {"assume_a": "'pos'"}, sym=("a",)),
+    F("scipy.linalg.inv", "scipy.linalg.inv(a)", {"a": _r(3, 3) + 3 * np.eye(3)}),
+    F("scipy.linalg.inv", "scipy.linalg.inv(a, assume_a='pos')", {"a": _SPD3},
+      {"assume_a": "'pos'"}, sym=("a",)),
+    F("scipy.linalg.det", "scipy.linalg.det(a)", {"a": _r(3, 3)}),
+    F("scipy.linalg.cholesky", "scipy.linalg.cholesky(a)", {"a": _SPD3}, sym=("a",)),
+    F("scipy.linalg.cholesky", "scipy.linalg.cholesky(a, lower=True)", {"a": _SPD3},
+      {"lower": "True"}, sym=("a",)),
+    F("scipy.signal.convolve", "scipy.signal.convolve(u, v)", {"u": _r(5), "v": _r(3)}),
+    F("scipy.signal.correlate", "scipy.signal.correlate(u, v, 'same')",
+      {"u": _r(5), "v": _r(3)}),
+    F("np.gradient", "np.gradient(f, spacing)", {"f": _r(6), "spacing": 0.7}),
+    F("np.gradient", "np.gradient(f, axis=0, edge_order=2)", {"f": _r(5, 2)},
+      {"axis": "0", "edge_order": "2"}),
+    F("np.linalg.slogdet", "np.linalg.slogdet(a)", {"a": _r(3, 3)}, part=1),
+    F("np.linalg.eigh", "np.linalg.eigh(a)", {"a": _r(3, 3)}, part=0, sym=("a",)),
+    F("np.linalg.eigh", "np.linalg.eigh(a)", {"a": _r(2, 3, 3)}, part=1, sym=("a",),
+      rtol=1e-5),
+    F("np.linalg.eigvalsh", "np.linalg.eigvalsh(a)", {"a": _r(3, 3)}, sym=("a",)),
+    F("np.linalg.svd", "np.linalg.svd(a)", {"a": _r(4, 3)}, part=1),
+    F("np.linalg.svd", "np.linalg.svd(a, full_matrices=False)", {"a": _r(4, 3)},
+      {"full_matrices": "False"}, part=0, rtol=1e-5),
+    F("np.linalg.svd", "np.linalg.svd(a, full_matrices=False)", {"a": _r(3, 4)},
+      {"full_matrices": "False"}, part=2, rtol=1e-5),
+    F("np.linalg.svd", "np.linalg.svd(a)", {"a": _r(3, 3)}, part=0, rtol=1e-5),
+    F("np.linalg.svd", "np.linalg.svd(a)", {"a": _r(3, 3)}, part=2, rtol=1e-5),
+    F("np.linalg.svd", "np.linalg.svd(a, compute_uv=False)", {"a": _r(4, 3)},
+      {"compute_uv": "False"}, alone=True),
+    F("np.linalg.qr", "np.linalg.qr(a)", {"a": _r(4, 3)}, part=0),
+    F("np.linalg.qr", "np.linalg.qr(a)", {"a": _r(3, 3)}, part=1),
+    F("np.linalg.lstsq", "np.linalg.lstsq(a, b)", {"a": _r(5, 3), "b": _r(5)}, part=0),
+    F("np.linalg.lstsq", "np.linalg.lstsq(a, b)", {"a": _r(5, 3), "b": _r(5, 2)}, part=0),
+    F("np.split", "np.split(ary, 2)", {"ary": _r(4, 2)}),
+    F("np.array_split", "np.array_split(ary, 3, axis=1)", {"ary": _r(2, 4)}),
+    F("np.hsplit", "np.hsplit(ary, 2)", {"ary": _r(2, 4)}),
+    F("np.vsplit", "np.vsplit(ary, [1])", {"ary": _r(3, 2)}),
+    F("np.dsplit", "np.dsplit(ary, 2)", {"ary": _r(1, 2, 4)}),
+    F("scipy.linalg.cho_factor", "scipy.linalg.cho_factor(a)", {"a": _SPD3}, part=0,
+      sym=("a",), view=np.triu),
+    F("scipy.linalg.cho_factor", "scipy.linalg.cho_factor(a, lower=True)", {"a": _SPD3},
+      {"lower": "True"}, part=0, sym=("a",), view=np.tril),
+    F("scipy.linalg.cho_solve", "scipy.linalg.cho_solve((c, True), b)",
+      {"c": np.linalg.cholesky(_SPD3), "b": _r(3)}, {"lower": "True"}, tril=("c",)),
+    F("scipy.linalg.cho_solve", "scipy.linalg.cho_solve((c, False), b)",
+      {"c": np.linalg.cholesky(_SPD3).T, "b": _r(3, 2)}, {"lower": "False"}),
+    F("scipy.special.softmax", "scipy.special.softmax(x, axis=1)", {"x": _r(3, 4)},
+      {"axis": "1"}),
+    F("scipy.special.softmax", "scipy.special.softmax(x)", {"x": _r(3, 4)}),
+    F("scipy.special.log_softmax", "scipy.special.log_softmax(x, axis=0)", {"x": _r(3, 4)},
+      {"axis": "0"}),
+    *[F(f"scipy.stats.poisson.{m}", f"scipy.stats.poisson.{m}(k, mu)",
+        {"k": np.array([0.0, 1.0, 3.0, 2.5, -1.0]), "mu": _RNG.uniform(0.5, 3.0, 5)},
+        const=("k",)) for m in ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf")],
+    F("scipy.stats.poisson.pmf", "scipy.stats.poisson.pmf(k, mu, loc)",
+      {"k": np.array([1.0, 3.0, 4.0]), "mu": np.array(1.5), "loc": 1.0}, const=("k", "loc")),
+    *[F(f"scipy.stats.multivariate_normal.{m}",
+        f"scipy.stats.multivariate_normal.{m}(x, mean, cov)",
+        {"x": _r(4, 3), "mean": _r(3), "cov": _SPD3}, sym=("cov",)) for m in ("logpdf", "pdf")],
+    F("scipy.stats.multivariate_normal.logpdf", "scipy.stats.multivariate_normal.logpdf(x, "
+      "cov=cov)", {"x": _r(3), "cov": _SPD3}, sym=("cov",)),
+    *[F(f"scipy.stats.dirichlet.{m}", f"scipy.stats.dirichlet.{m}(x, alpha)",
+        {"x": np.array([[0.2, 0.5], [0.3, 0.1], [0.5, 0.4]]), "alpha": np.array([1.5, 2.0, 3.0])},
+        tril=("simplex",), again=False) for m in ("logpdf", "pdf")],
+    F("scipy.stats.dirichlet.logpdf", "scipy.stats.dirichlet.logpdf(x, alpha)",
+      {"x": np.array([0.2, 0.3]), "alpha": np.array([1.5, 2.0, 3.0])}),
+    F("np.copy", "np.copy(a)", {"a": _r(3)}),
+    F("np.array", "np.array([u, v])", {"u": _r(3), "v": _r(3)}),
+    F("np.asarray", "np.asarray(a)", {"a": _r(3)}),
+    F("[...]", "np.sum([u, v], axis=0)", {"u": _r(3), "v": _r(3)}),
+    F("np.ndarray.astype", "a.astype(np.float64)", {"a": _r(3).astype(_F32)}),
+    F("sum(iterable)", "sum(iterable, start)", {"iterable": _r(3, 2), "start": _r(2)}),
+    F("max(iterable)", "max(iterable)", {"iterable": np.array([1.0, 3.0, 2.0])}),
+    F("max(iterable)", "max(iterable)", {"iterable": np.array([1.0, 3.0, 3.0])}, again=False),
+    F("min(iterable)", "min(iterable)", {"iterable": np.array([1.0, -3.0, 2.0])}),
+    F("scipy.special.logsumexp", "scipy.special.logsumexp(a, axis=1)", {"a": _r(3, 4)},
+      {"axis": "1"}, alone=True),
+    F("scipy.special.logsumexp", "scipy.special.logsumexp(a, axis=0, b=b, keepdims=True)",
+      {"a": _r(3, 4), "b": _RNG.uniform(0.5, 2.0, (3, 4))},
+      {"axis": "0", "keepdims": "True"}, alone=True),
+    F("scipy.special.logsumexp", "scipy.special.logsumexp(a, b=b, return_sign=True)",
+      {"a": _r(4), "b": np.array([1.0, -2.0, 0.5, -1.0])}, {"return_sign": "True"}, part=0),
+    F("x[...]", "a[1:, ::2]", {"a": _r(3, 4)}),
+    F("x[...] = v", "_write(a, v)", {"a": _r(4, 4), "v": _r(2, 2)}),
+    F("np.r_[...]", "np.r_[u, v]", {"u": _r(3), "v": _r(2)}),
+    F("np.c_[...]", "np.c_[u, v]", {"u": _r(3), "v": _r(3)}),
+]
+_ENV = None
+
+
+def _env():
+    global _ENV
+    if _ENV is None:
+        pytest.importorskip("scipy")
+        import scipy.linalg
+        import scipy.signal
+        import scipy.special
+        import scipy.stats
+        _ENV = {"np": np, "scipy": scipy, "_write": _write}
+    return _ENV
+
+
+def _row(name):
+    return next(r for r in FORWARD_ROWS if r.names[0] == name)
+
+
+def _tangents(ops, const, sym, tril):
+    rng = np.random.default_rng(3)
+    tangents = {}
+    for name, value in ops.items():
+        if name in const:
+            continue
+        t = rng.standard_normal(np.shape(value))
+        if name in sym:
+            t = (t + np.swapaxes(t, -1, -2)) / 2
+        if name in tril:
+            t = np.tril(t)
+        if name == "x" and "simplex" in tril:  # (dirichlet's points stay on the simplex)
+            t = t - np.mean(t, axis=0)
+        tangents[name] = t if np.ndim(value) or isinstance(value, np.ndarray) else float(t)
+    return tangents
+
+
+def _plain(value):
+    """An output as one float64 array (the parts of a list or tuple joined)."""
+    if isinstance(value, (list, tuple)):
+        return np.concatenate([np.ravel(_plain(v)) for v in value])
+    return np.asarray(value, dtype=np.float64)
+
+
+def _template_tangent(row, jvp, call, ops, fields, tangents, part):
+    """The sum of the tangent templates' parts, filled and run."""
+    env = {**_env(), **ops}
+    factors = eval(call, env)  # noqa: S307
+    out = factors[part] if part is not None else factors
+    env.update(FACTORS=factors, OUT=out)
+    filled = {**row.defaults, **fields, **{p: p for p in ops}}
+    total = 0.0
+    for name, t in tangents.items():
+        env["T"] = t
+        code = jvp[name].format(t="T", out="OUT", np="np", factors="FACTORS", part=part,
+                                **filled)
+        with np.errstate(all="ignore"):
+            total = total + eval(code, env)  # noqa: S307
+    return total
+
+
+def _forward_rule(row, alone, part):
+    """("joint" | "multi" | templates) of the row, for this call."""
+    if row.linear:
+        return row.linear
+    if alone:
+        return row.alone_jvp
+    return row.output_jvps[part] if part is not None else row.jvp
+
+
+@pytest.mark.parametrize(("name", "call", "ops", "fields", "const", "part", "sym", "tril",
+                          "view", "alone", "rtol", "again"), FORWARD_CASES)
+def test_array_row_tangent_against_central_differences(name, call, ops, fields, const, part,
+                                                        sym, tril, view, alone, rtol, again):
+    row = _row(name)
+    assert name not in NO_TANGENT
+    env = {**_env(), **ops}
+    tangents = _tangents(ops, const, sym, tril)
+
+    def run(step):
+        moved = {n: np.asarray(v, dtype=np.float64) + step * tangents[n] if n in tangents
+                 else v for n, v in ops.items()}
+        moved = {n: float(v) if isinstance(ops[n], float) else v for n, v in moved.items()}
+        with np.errstate(all="ignore"):
+            value = eval(call, {**env, **moved})  # noqa: S307
+        return _plain(value[part] if part is not None else value)
+
+    h = 1e-6
+    plus, minus = run(h), run(-h)
+    # (an infinite value that does not move, logpmf's -inf: its difference is 0, not NaN)
+    expected = np.where(plus == minus, 0.0, (plus - minus) / (2 * h))
+    rule = _forward_rule(row, alone, part)
+    if rule == "joint":
+        ours = eval(call, {**env, **tangents})  # noqa: S307
+        ours = ours[part] if part is not None else ours
+    elif rule == "multi":
+        ours = sum(_plain(eval(call, {**env, n: t})) for n, t in tangents.items())  # noqa: S307
+    else:
+        ours = _template_tangent(row, rule, call, ops, fields, tangents, part)
+    ours = _plain(ours)
+    if view is not None:
+        ours, expected = view(ours), view(expected)
+    assert ours.shape == expected.shape, (ours.shape, expected.shape)
+    single = any(getattr(v, "dtype", None) == np.float32 for v in ops.values())
+    np.testing.assert_allclose(ours, expected, rtol=rtol, atol=1e-3 if single else 1e-6)
+
+
+_TEMPLATE_CASES = [
+    pytest.param(case.values[0], case.values[1], case.values[2], case.values[3], p,
+                 case.values[5], case.values[6], case.values[9], id=f"{case.id}:{p}")
+    for case in FORWARD_CASES
+    if case.values[11] and not _row(case.values[0]).linear
+    for p in case.values[2] if p not in case.values[4]]
+
+
+def _second_source(row, jvp, call, ops, fields, param, part, symmetric):
+    """A module whose h(<param>, t, <other operands>) sums the cosine of the tangent of
+    ``param``'s part, the tangent code written as forward mode writes it."""
+    others = [n for n in ops if n != param]
+    filled = {**row.defaults, **fields, **{p: p for p in ops}}
+    code = jvp[param].format(t="t", out="out", np="np", factors="factors", part=part,
+                             **filled)
+    # (a symmetric operand: h reads its symmetric part, as the templates read the tangent's)
+    lines = [f"{param} = ({param} + np.swapaxes({param}, -1, -2)) / 2"] if symmetric else []
+    if part is None:
+        lines.append(f"out = {call}")
+    else:
+        lines.append(f"factors = {call}")
+        if "{out}" in jvp[param]:
+            lines.append(f"out = factors[{part}]")
+    body = "".join(f"    {line}\n" for line in lines)
+    return (f"import numpy as np\nimport scipy.linalg\nimport scipy.special\n"
+            f"import scipy.stats\n\n\ndef h({', '.join([param, 't', *others])}):\n"
+            f"{body}    return np.sum(np.cos({code}))\n")
+
+
+@pytest.mark.parametrize(("name", "call", "ops", "fields", "param", "part", "sym", "alone"),
+                         _TEMPLATE_CASES)
+def test_array_row_tangent_template_differentiates_again(name, call, ops, fields, param,
+                                                        part, sym, alone):
+    """symdiff reads each tangent template and differentiates it, in the operand and in its
+    tangent, as central differences do (a Hessian is the gradient of a tangent)."""
+    _env()
+    row = _row(name)
+    jvp = _forward_rule(row, alone, part)
+    h = load(_second_source(row, jvp, call, ops, fields, param, part, param in sym), "h")
+    t = _tangents({param: ops[param]}, (), sym, ())[param]
+    args = [ops[param], t, *[v for n, v in ops.items() if n != param]]
+    args = [np.asarray(a, dtype=np.float64) if isinstance(a, np.ndarray) and
+            a.dtype == np.float32 else a for a in args]
+    with np.errstate(all="ignore"):
+        check_grad(h, args, wrt=(0, 1), rtol=1e-4, atol=1e-6)
+
+
+def _jvp_templates(row):
+    yield from row.jvp.items()
+    for jvp in row.output_jvps:
+        yield from jvp.items()
+    yield from row.alone_jvp.items()
+
+
+@pytest.mark.parametrize("row", FORWARD_ROWS, ids=[r.names[0] for r in FORWARD_ROWS])
+def test_tangent_templates_keep_compound_fields_whole(row):
+    """As the vjp templates: each static's code stands where a compound expression (ddof=k
+    - 1) keeps its meaning without parentheses (operands, {t}, {out}, {factors} are names)."""
+    import ast
+    import string
+
+    names = {"np", "t", "out", "factors", "part", *row.vjp}
+    for param, template in _jvp_templates(row):
+        used = {f for _, f, _, _ in string.Formatter().parse(template) if f}
+        fields = {name: f"_F{k} - 1" for k, name in enumerate(sorted(used - names))}
+        code = template.format(np="np", t="t", out="out", factors="factors", part="0",
+                               **{p: p for p in row.vjp}, **fields)
+        found = {ast.unparse(n) for n in ast.walk(ast.parse(code, mode="eval"))}
+        for name, text in fields.items():
+            assert text in found, (row.names[0], param, name, code)
