@@ -19,9 +19,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+import numpy as np
 import sympy as sp
 
-from . import __version__
+from . import __version__, rules
 from .algebra import decimals, reuse_value, whole_floats
 from .control import _mark_active, _reaching, _replace
 from .emit import Printer
@@ -268,8 +269,13 @@ class _Forward:
     def _array(self, eqn: Eqn) -> str | None:
         op = eqn.op
         differentiable = {p for p, t in op.vjp.items() if t}
+        why = rules.no_tangent(op, dict(eqn.statics)) if hasattr(rules, "no_tangent") else ""
+        if why:
+            raise self._refuse_at(eqn, f"forward mode: {why}",
+                                  "grad (reverse mode) differentiates it", op.names)
+        if "dtype" in op.params and not self._float_result(eqn, op):
+            return None  # an integer or boolean result: no tangent, as no gradient
         if op.entries:
-            self._cast(eqn, op)
             entries = dict(eqn.statics).get(op.entries)
             if entries is not None:  # np.array([a, 1.0]): the entries' tangents, [a_dot, 0.0]
                 return ast.unparse(self._entries(eqn.code, entries))
@@ -342,14 +348,18 @@ class _Forward:
 
         return Entries().visit(_replace(code, {}))
 
-    def _cast(self, eqn: Eqn, op):
-        """Refuse a cast to a dtype not written as a float one: an integer cast's tangent
-        is zero, which the cast of the tangent would not give."""
-        dtype = dict(eqn.statics).get("dtype", "None").replace(self.np + ".", "np.")
-        if dtype not in _FLOAT_DTYPES:
+    def _float_result(self, eqn: Eqn, op) -> bool:
+        """Whether the dtype asked for is a float one (or none); False for an integer or
+        boolean one, whose result has tangent 0 (the call on the tangents would truncate
+        them); refused where the code does not tell."""
+        dtype = dict(eqn.statics).get("dtype", "None")
+        kind = _dtype_kind(dtype.replace(self.np + ".", "np."))
+        if kind not in ("f", "i"):
             raise self._refuse_at(eqn, f"forward mode of {op.names[0]} with dtype={dtype}, "
-                                  "which may not be a float type", "dtype=float (or np.float32, "
-                                  "np.float64), or no dtype", op.names)
+                                  "which may not be a float type", "a float or integer type "
+                                  "written in the code (dtype=float, np.float32, int), or no "
+                                  "dtype", op.names)
+        return kind == "f"
 
     def _if(self, item: If) -> list[str]:
         branches = [self._items(item.then), self._items(item.orelse)]
@@ -458,6 +468,23 @@ def _renamed(node, renamed: dict[str, str], statics=(), occurrence: int | None =
             return n
 
     return Rename().visit(tree)
+
+
+def _dtype_kind(code: str) -> str:
+    """"f" for a float dtype written in the code (or None), "i" for an integer or boolean
+    one, "" where the code does not tell (x.dtype, a complex type)."""
+    if code in _FLOAT_DTYPES:
+        return "f"
+    try:
+        value = ast.literal_eval(code)
+    except (ValueError, SyntaxError):
+        value = {"int": int, "bool": bool}.get(code) or (
+            getattr(np, code[3:], None) if code.startswith("np.") else None)
+    try:
+        kind = np.dtype(value).kind if value is not None else ""
+    except TypeError:
+        return ""
+    return "f" if kind == "f" else "i" if kind and kind in "iub" else ""
 
 
 _FLOAT_DTYPES = {"None", "float", "np.float64", "np.float32", "np.float16", "np.double",

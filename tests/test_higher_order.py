@@ -451,7 +451,7 @@ def test_jvp_and_hessian_vector_product_of_an_array_function(name, args):
         np.testing.assert_allclose(dot, _along(f, args, tangents), rtol=1e-5, atol=1e-6)
     g = grad(f, wrt=wrt)
     _, hv = jvp(g, args, tangents)
-    expected = _along(g, args, tangents)
+    expected = hv if tied else _along(g, args, tangents)  # (JAX's below, at ties)
     H = hessian(f, wrt=wrt)(*args)
     for i, w in enumerate(wrt):
         assert np.shape(hv[i]) == np.shape(args[w])
@@ -459,6 +459,24 @@ def test_jvp_and_hessian_vector_product_of_an_array_function(name, args):
         got = sum(np.tensordot(H[i][j], tangents[v], np.ndim(tangents[v]))
                   for j, v in enumerate(wrt))
         np.testing.assert_allclose(got, expected[i], rtol=1e-5, atol=1e-6)
+
+
+@needs_array_rules
+def test_tied_maxima_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def reference(x):
+        return jnp.sum(jnp.max(x, axis=0) ** 2) + jnp.min(x)
+
+    x = np.array([[1.0, 2.0], [1.0, 0.5], [0.3, 2.0]])
+    v = _R.standard_normal((3, 2))
+    f = ARRAYS.maximum_on_axis
+    assert jvp(f, (x,), (v,))[1] == pytest.approx(float(jax.jvp(reference, (x,), (v,))[1]))
+    np.testing.assert_allclose(jvp(grad(f), (x,), (v,))[1],
+                               jax.jvp(jax.grad(reference), (x,), (v,))[1], rtol=1e-12)
+    np.testing.assert_allclose(hessian(f)(x), jax.hessian(reference)(x), rtol=1e-12)
 
 
 @needs_array_rules
@@ -503,6 +521,10 @@ def scaled(x, n):
 
 def cast(x):
     return np.sum(np.asarray(x, dtype=int) * x)
+
+
+def cast_like(x, y):
+    return np.sum(np.asarray(x, dtype=y.dtype) * x)
 
 
 def defaults(x, n=3, y=2.0):
@@ -558,16 +580,20 @@ def test_float32_tangents_keep_the_precision():
     np.testing.assert_allclose(dot, 2 * x)
 
 
-def test_a_cast_to_integers_is_refused_in_forward_mode():
+def test_a_cast_to_integers_has_no_tangent_and_an_unknown_dtype_is_refused():
+    x, t = np.array([1.5, 2.5]), np.array([1.0, -2.0])
+    value, dot = jvp(EDGES.cast, (x,), (t,))
+    assert dot == pytest.approx(np.sum(np.array([1, 2]) * t))
+    assert dot == pytest.approx(grad(EDGES.cast)(x) @ t)
     with pytest.raises(SymdiffError) as e:
-        jvp(EDGES.cast, (np.array([1.5, 2.5]),), (np.ones(2),))
+        jvp(EDGES.cast_like, (x, x), (t, t))
     lines = str(e.value).splitlines()
-    assert lines[0].endswith(".py:18:19: forward mode of np.asarray with dtype=int, which may "
-                             "not be a float type")
-    assert lines[1:] == ["        return np.sum(np.asarray(x, dtype=int) * x)",
+    assert lines[0].endswith(".py:22:19: forward mode of np.asarray with dtype=y.dtype, which "
+                             "may not be a float type")
+    assert lines[1:] == ["        return np.sum(np.asarray(x, dtype=y.dtype) * x)",
                          "                      ^",
-                         "  supported instead: dtype=float (or np.float32, np.float64), or "
-                         "no dtype"]
+                         "  supported instead: a float or integer type written in the code "
+                         "(dtype=float, np.float32, int), or no dtype"]
 
 
 CHECKED = load("""
