@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 
 import numpy as np
 import sympy as sp
 
-from . import __version__, rules
+from . import __version__, rules, runtime
 from .algebra import decimals, reuse_value, whole_floats
 from .control import _mark_active, _reaching, _replace
 from .emit import Printer
@@ -42,6 +43,8 @@ class Tangent:
     tangents: tuple[str, ...]  # the differentiated parameters whose tangent is a parameter
     ir: IR
     globals: dict = dataclasses.field(default_factory=dict)  # its own free names' objects
+    # Why symdiff cannot differentiate the program again (located Problems), if it cannot.
+    unreadable: tuple = ()
 
 
 def tangent_program(ir: IR, seeds: dict[str, str] | None = None, returns: str = "both",
@@ -73,6 +76,7 @@ class _Forward:
         self.active &= self.reach
         self.dot: dict[str, str] = {}
         self.globals: dict[str, object] = {}  # names the program reads besides the function's
+        self.unreadable: dict = {}  # runtime helpers the tangents call -> where (a Problem)
         self.unbound: set[str] = set()  # stand-ins of a variable a path leaves unbound
         self.empty: set[str] = set()  # empty lists (appended to), whose tangent is []
         self.numbers: set[str] = set()  # numbers written out (s = 0.0), whose tangent is 0.0
@@ -148,7 +152,7 @@ class _Forward:
         ret = out_dot if returns == "tangent" else f"{result}, {out_dot}"
         lines = head + ["    " + line for line in body] + [f"    return {ret}"]
         return Tangent(name, "\n".join(lines) + "\n", (*ir.params, *params), tuple(taken), ir,
-                       self.globals)
+                       self.globals, tuple(self.unreadable.values()))
 
     def _items(self, items) -> list[str]:
         out: list[str] = []
@@ -260,6 +264,15 @@ class _Forward:
         if not terms:
             return None
         text = self.printer.doprint(decimals(whole_floats(sp.Add(*terms))))
+        for helper in dict.fromkeys(re.findall(r"(?<![\w.])(_[a-z]\w*)\(", text)):
+            if helper in self.unreadable or not callable(getattr(runtime, helper, None)):
+                continue
+            # (the tangent is right; its derivative symdiff cannot read: refused then)
+            self.unreadable[helper] = self._refuse_at(
+                eqn, "second derivatives through this line are not supported: its derivative "
+                f"calls a helper of symdiff's ({helper}), which symdiff does not differentiate "
+                "again",
+                "first derivatives of it (grad, jvp)").problems[0]
         # A tangent smaller than its value (v = a + B with a alone differentiated) is
         # spread to the value's shape: the operations after it read its entries.
         if not sources(self.shapes, eqn.out) <= covered:

@@ -82,6 +82,7 @@ def tangent_function(fun, wrt: tuple[str, ...], seeds: dict[str, str] | None = N
     fn.__defaults__ = None if program.tangents else getattr(fun, "__defaults__", None)
     found = per_fn[key] = TangentFunction(fn, program.source, program.params,
                                           program.tangents, _refreshers(ir.data_globals))
+    found.unreadable = program.unreadable  # (refused where it is differentiated again)
     return found
 
 
@@ -249,6 +250,8 @@ def _gradient_of(tf: TangentFunction, slots: tuple[int, ...]):
     """The gradient (a ``Gradient``) of a tangent program with respect to ``slots``."""
     from .api import Gradient
 
+    if tf.unreadable:
+        raise SymdiffError(problems=tf.unreadable)
     per = _GRADIENTS.setdefault(tf.fn, {})
     g = per.get(slots)
     if g is None:
@@ -290,6 +293,8 @@ def second(gradient, wrt, with_value, as_tuple, has_aux):
     (w,) = _names(fun, gradient.wrt)
     name = f"d{fun.__name__}_d{w}"
     tf = tangent_function(fun, (w,), {w: "1.0"}, "tangent", name=name)
+    if tf.unreadable:
+        raise SymdiffError(problems=tf.unreadable)
     # (A scalar w alone: along an array's ones, the tangent would be a sum of partials.)
     message = (f"grad of grad({fun.__qualname__}) with respect to {w}: grad({fun.__qualname__}) "
                f"must give a scalar, but {w} has shape {{shape}}; use hessian"

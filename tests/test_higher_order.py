@@ -527,6 +527,10 @@ def cast_like(x, y):
     return np.sum(np.asarray(x, dtype=y.dtype) * x)
 
 
+def sinc(x):
+    return np.sinc(x) * x
+
+
 def defaults(x, n=3, y=2.0):
     return x ** n * y
 """)
@@ -560,6 +564,21 @@ def test_integer_arguments_are_held_constant():
         jvp(EDGES.scaled, (1.5, 3), (2.0, 1))
     assert str(e.value) == ("jvp of scaled: n is int, held constant, but its tangent is not "
                             "zero; pass it as a float (n=float(...)) to differentiate it")
+
+
+def test_a_derivative_written_with_a_helper_of_symdiff_is_not_differentiated_again():
+    f = EDGES.sinc
+    assert jvp(f, (0.3,), (1.0,))[1] == pytest.approx(grad(f)(0.3))
+    for second in (lambda: grad(grad(f))(0.3), lambda: jvp(grad(f), (0.3,), (1.0,)),
+                   lambda: hessian(f)(0.3)):
+        with pytest.raises(SymdiffError) as e:
+            second()
+        lines = str(e.value).splitlines()
+        assert lines[0].endswith(".py:26:5: second derivatives through this line are not "
+                                 "supported: its derivative calls a helper of symdiff's "
+                                 "(_sinc_slope), which symdiff does not differentiate again")
+        assert lines[1:] == ["        return np.sinc(x) * x", "        ^",
+                             "  supported instead: first derivatives of it (grad, jvp)"]
 
 
 def test_parameters_left_to_their_defaults():
@@ -739,7 +758,7 @@ SAMPLE = load("import math\nimport numpy as np\n" + "".join(
 
 @pytest.mark.parametrize("x", [0.3, -0.45])
 @pytest.mark.parametrize("name", list(ELEMENTWISE))
-def test_elementwise_functions_at_second_order(name, x):
+def test_elementwise_functions_at_second_and_third_order(name, x):
     f = getattr(SAMPLE, name)
     g = grad(f)
     value, dot = jvp(f, (x,), (1.0,))
@@ -749,3 +768,5 @@ def test_elementwise_functions_at_second_order(name, x):
     gg = grad(g)(x)
     assert gg == pytest.approx(float(_along(g, (x,), (1.0,))), rel=1e-5, abs=1e-6)
     assert jvp(g, (x,), (1.0,))[1] == pytest.approx(gg, rel=1e-12, abs=1e-14)
+    ggg = grad(grad(g))(x)
+    assert ggg == pytest.approx(float(_along(grad(g), (x,), (1.0,))), rel=1e-5, abs=1e-6)
