@@ -76,6 +76,7 @@ class _Forward:
         self.active &= self.reach
         self.dot: dict[str, str] = {}
         self.globals: dict[str, object] = {}  # names the program reads besides the function's
+        self.calls: dict[str, ast.expr] = {}  # each value's code (a call of several values)
         self.unreadable: dict = {}  # runtime helpers the tangents call -> where (a Problem)
         self.unbound: set[str] = set()  # stand-ins of a variable a path leaves unbound
         self.empty: set[str] = set()  # empty lists (appended to), whose tangent is []
@@ -184,6 +185,7 @@ class _Forward:
         if isinstance(code, ast.Constant) and type(code.value) in (int, float):
             self.numbers.add(eqn.out)  # (its tangent is 0.0)
         lines = self._assign(eqn.out, code, comment)
+        self.calls[eqn.out] = code
         if eqn.out not in self.active or eqn.kind not in ("elementwise", "array"):
             return lines
         if not any(a in self.active for a in eqn.inputs):
@@ -298,7 +300,17 @@ class _Forward:
             for param, name, _ in eqn.operands:
                 if param in differentiable:
                     renamed[name] = self.dot[name] if name in self.active else self.zeros(name)
-            return ast.unparse(_renamed(eqn.code, renamed, eqn.statics))
+            statics = dict(eqn.statics)
+            code = eqn.code
+            if "factors" in statics:  # a, b = np.split(x, 2): a's is np.split(x_dot, 2)[0]
+                code = ast.Subscript(self.calls[statics["factors"]],
+                                     ast.parse(statics["part"], mode="eval").body, ast.Load())
+            if not any(_occurrences(code, n, eqn.statics) for n in renamed if n in self.active):
+                # (the call does not read its operands where they can be replaced)
+                raise self._refuse_at(eqn, f"forward mode through {op.names[0]} written so "
+                                      "is not supported", "grad (reverse mode) "
+                                      "differentiates it", op.names)
+            return ast.unparse(_renamed(code, renamed, eqn.statics))
         if linear == "multi":
             # One term per operand, its tangent in its own place: v @ v is v_dot @ v +
             # v @ v_dot (the k-th occurrence of a name given twice is its k-th operand).

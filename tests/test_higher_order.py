@@ -310,6 +310,13 @@ def one_operand_twice(v, A):
     return v @ v + np.sum(np.outer(v, v)) + np.dot(v, A @ v) + np.sum(A @ A)
 
 
+def several_values(x, A):
+    a, b = np.split(x, 2)
+    q, r = np.linalg.qr(A)
+    s = np.linalg.svd(A, compute_uv=False)
+    return np.sum(a * b ** 2) + np.sum(q[:, 0] * r[0]) + np.sum(s ** 2) + s[0] * a[0]
+
+
 def rows(A, v):
     s = 0.0
     for row in A:
@@ -414,6 +421,7 @@ ARRAY_CASES = [
     ("reductions", (_R.standard_normal((3, 4)),)),
     ("linear_algebra", (_R.standard_normal((3, 4)), _R.standard_normal(4))),
     ("one_operand_twice", (_R.standard_normal(3), _R.standard_normal((3, 3)))),
+    ("several_values", (_R.standard_normal(4), _R.standard_normal((3, 3)))),
     ("rows", (_R.standard_normal((3, 4)), _R.standard_normal(4))),
     ("carried_array", (_R.standard_normal(3),)),
     ("written", (_R.standard_normal(4),)),
