@@ -284,7 +284,7 @@ class _Forward:
     def _array(self, eqn: Eqn) -> str | None:
         op = eqn.op
         differentiable = {p for p, t in op.vjp.items() if t}
-        why = rules.no_tangent(op, dict(eqn.statics)) if hasattr(rules, "no_tangent") else ""
+        why = rules.no_tangent(op, dict(eqn.statics))
         if why:
             raise self._refuse_at(eqn, f"forward mode: {why}",
                                   "grad (reverse mode) differentiates it", op.names)
