@@ -778,3 +778,34 @@ def test_elementwise_functions_at_second_and_third_order(name, x):
     assert jvp(g, (x,), (1.0,))[1] == pytest.approx(gg, rel=1e-12, abs=1e-14)
     ggg = grad(grad(g))(x)
     assert ggg == pytest.approx(float(_along(grad(g), (x,), (1.0,))), rel=1e-5, abs=1e-6)
+
+
+def test_hessian_blocks_and_partial_hessian_vector_products_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    f = load('''
+import numpy as np
+
+
+def f(x, y):
+    return np.sum(np.sin(x) ** 2) * np.sum(y ** 3) + x @ y[:2]
+''', "f")
+
+    def reference(x, y):
+        return jnp.sum(jnp.sin(x) ** 2) * jnp.sum(y ** 3) + x @ y[:2]
+
+    x, y = _R.standard_normal(2), _R.standard_normal(3)
+    tx, ty = _R.standard_normal(2), _R.standard_normal(3)
+    H, HJ = hessian(f, wrt=(0, 1))(x, y), jax.hessian(reference, argnums=(0, 1))(x, y)
+    for i in range(2):
+        for j in range(2):
+            assert H[i][j].shape == HJ[i][j].shape
+            np.testing.assert_allclose(H[i][j], HJ[i][j], rtol=1e-12, atol=1e-14)
+    for w in (0, 1):  # d/de grad_w f(x + e tx, y + e ty): both tangents count
+        g, hv = jvp(grad(f, wrt=w), (x, y), (tx, ty))
+        gj, hvj = jax.jvp(jax.grad(reference, argnums=w), (x, y), (tx, ty))
+        np.testing.assert_allclose(g, gj, rtol=1e-12)
+        np.testing.assert_allclose(hv, hvj, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(jacobian(grad(f, wrt=0), wrt=1)(x, y), HJ[0][1], rtol=1e-12,
+                               atol=1e-14)
