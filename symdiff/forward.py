@@ -204,17 +204,19 @@ class _Forward:
         return lines + self._assign(self.tangent(eqn.out), tangent, comment)
 
     def _check(self, eqn: Eqn) -> str:
-        """A run-time check as an assert, which symdiff reads again (its helpers it does
-        not): the arrays an augmented assignment or a read before a write must not share
-        (stricter than the helpers' own test of the slots written, never looser)."""
+        """A run-time check in a form symdiff reads again: an augmented assignment's (the
+        arrays it must not share) as an assert; a read before a write's as it is (lowering
+        knows that one: it tests the slots written, which plain code cannot)."""
         call = eqn.code.value if isinstance(eqn.code, ast.Expr) else None
         name = call.func.id if isinstance(call, ast.Call) and \
             isinstance(call.func, ast.Name) else ""
         if name == "_not_in_place":
             value, message, hint, *others = call.args
-        elif name == "_missed_write":
-            value, old, _, message, hint = call.args
-            others = [old]
+        elif name == "_missed_write":  # (its message located: no caller locates it here)
+            where = f"{self.ir.parsed.source.filename}:{eqn.line}: "
+            located = _replace(eqn.code, {})
+            located.value.args[3] = ast.Constant(where + call.args[3].value)
+            return ast.unparse(located)
         elif name:
             raise self._refuse_at(eqn, "forward mode of a function that symdiff checks at run "
                                   f"time ({name})", "grad (reverse mode) differentiates it")
@@ -240,7 +242,10 @@ class _Forward:
                     ast.unparse(write) + comment]
         if name == "_appended":  # _appended(items, item): a new list, item appended
             items, item = code.args
-            return [f"{target} = list({ast.unparse(items)})" + comment,
+            # (a list written out is new already: [] as it is; list([]) symdiff refuses)
+            copy = ast.unparse(items) if isinstance(items, ast.List) else \
+                f"list({ast.unparse(items)})"
+            return [f"{target} = {copy}" + comment,
                     f"{target}.append({ast.unparse(item)})" + comment]
         if name == "_as_read":  # _as_read([a, b]): the list as the user wrote it
             code = code.args[0]
@@ -530,8 +535,13 @@ def _float_arrays(items, np_alias) -> set[str]:
     def made(code) -> bool:
         if not (isinstance(code, ast.Call) and ast.unparse(code.func) in makers):
             return False
+        full = ast.unparse(code.func).endswith("full")
         dtype = [k.value for k in code.keywords if k.arg == "dtype"]
-        dtype += code.args[2 if ast.unparse(code.func).endswith("full") else 1:][:1]
+        dtype += code.args[2 if full else 1:][:1]
+        if full and not dtype:  # np.full(n, 2) is of integers: its fill value's type
+            fill = [k.value for k in code.keywords if k.arg == "fill_value"] + code.args[1:2]
+            return bool(fill) and isinstance(fill[0], ast.Constant) and \
+                isinstance(fill[0].value, float)
         return all(ast.unparse(d).replace(np_alias + ".", "np.") in _FLOAT_DTYPES
                    for d in dtype)
 

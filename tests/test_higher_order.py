@@ -345,7 +345,9 @@ def written_into_integers(x, y):
     out[0] = x[0] * 2.5
     copied = np.copy(y)
     copied[1] = x[1] * 1.5
-    return np.sum(out * x) + np.sum(copied * x)
+    filled = np.full(3, 2)
+    filled[2] = x[2] * 3.5
+    return np.sum(out * x) + np.sum(copied * x) + np.sum(filled * x)
 
 
 def appended(x):
@@ -353,6 +355,15 @@ def appended(x):
     for i in range(3):
         parts.append(x * (i + 1.0))
     return np.sum(np.stack(parts) ** 2)
+
+
+def started_with_an_item(x):
+    h = x
+    hs = [h]
+    for k in range(3):
+        h = np.tanh(h * 1.3 + 0.1)
+        hs.append(h)
+    return np.sum(np.stack(hs, axis=1) ** 2) + sum(np.sum(v) for v in hs)
 
 
 def comprehension(x):
@@ -428,6 +439,7 @@ ARRAY_CASES = [
     ("written_into_integers", (np.array([1.3, -0.7, 2.1]), np.array([1, 2, 3]))),
     ("written_into_integers", (np.array([1.3, -0.7, 2.1]), np.array([1.0, 2.0, 3.0]))),
     ("appended", (_R.standard_normal(3),)),
+    ("started_with_an_item", (_R.standard_normal(3),)),
     ("comprehension", (_R.standard_normal(3),)),
     ("maximum_on_axis", (_R.standard_normal((3, 2)),)),
     ("maximum_on_axis", (np.array([[1.0, 2.0], [1.0, 0.5], [0.3, 2.0]]),)),  # ties
@@ -634,6 +646,24 @@ def zipped(A, B):
     return s
 
 
+def recurrent(x):
+    out = np.zeros((3, 2))
+    out[0] = x
+    for t in range(1, 3):
+        prev = out[t - 1]
+        out[t] = np.tanh(prev * 2.0)
+        last = prev + 1.0
+    return np.sum(out ** 2) + np.sum(last)
+
+
+def overwritten(x):
+    out = np.zeros((3, 2))
+    out[0] = x
+    prev = out[0]
+    out[0] = x * 3.0
+    return np.sum(out) + np.sum(prev)
+
+
 def maybe_shared(M, c):
     b = M * 1.0
     if c > 0:
@@ -655,8 +685,17 @@ def test_run_time_checks_are_asserts_the_tangent_program_reads_again():
     M = _R.standard_normal((2, 2))
     np.testing.assert_allclose(jvp(grad(CHECKED.maybe_shared), (M, -1.0), (M, 0.0))[1],
                                2 * M)
+    # a row read (a view), then another row written: fine; the same row: refused
+    x, v = np.array([0.3, -0.6]), np.array([1.0, 0.5])
+    f = CHECKED.recurrent
+    assert jvp(f, (x,), (v,))[1] == pytest.approx(grad(f)(x) @ v)
+    np.testing.assert_allclose(jvp(grad(f), (x,), (v,))[1], _along(grad(f), (x,), (v,)),
+                               rtol=1e-5, atol=1e-6)
+    for g in (CHECKED.overwritten, grad(CHECKED.overwritten)):
+        with pytest.raises(SymdiffError, match=r"\.py:27: prev shares its array with out"):
+            jvp(g, (x,), (v,))
     for f in (CHECKED.maybe_shared, grad(CHECKED.maybe_shared)):
-        with pytest.raises(AssertionError, match=r"\.py:16: b is an array shared with M"):
+        with pytest.raises(AssertionError, match=r"\.py:34: b is an array shared with M"):
             jvp(f, (M, 1.0), (M, 0.0))
 
 
