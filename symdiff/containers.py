@@ -362,12 +362,23 @@ def bind(low, name, val) -> bool:
     if isinstance(val.value, Tree):
         low.env[name] = val.value.holder
         low.trees.setdefault(val.value.holder, val.value)
+        # Its items may now be read again and again (f = np.linalg.qr(a); r = f[1]; f[1]):
+        # an assignment must not rename one, which would leave the others reading a stale name.
+        low.temps.difference_update(_leaf_names(val.value))
         return True
     if isinstance(val.code, ast.Name) and val.code.id in low.leaves and \
             not name.startswith("<"):
         low.env[name] = val.code.id
         return True
     return False
+
+
+def _leaf_names(tree: Tree):
+    for item in tree.items:
+        if isinstance(item, Tree):
+            yield from _leaf_names(item)
+        elif isinstance(item, str):
+            yield item
 
 
 def unpack(low, target, value) -> bool:

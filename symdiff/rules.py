@@ -647,11 +647,11 @@ _MATRIX_NORM = _sub("{np}.reshape(%s, {np}.shape({out}))", _by_order([
     ("{np}.inf", _matrix_sums("max", "1")), ("-{np}.inf", _matrix_sums("min", "1"))]))
 _NORM_JVP = _sub(
     "(%s if {ord} in (None, 'fro') else %s if {np}.ndim({axis}) == 1 else "
-    "(%s if {np}.ndim({x}) == 2 else %s) if {axis} is None else %s)",
+    "(%s if {np}.ndim({x}) == 2 else %s) if {axis} == None else %s)",
     _TWO_NORM, _NAN, _MATRIX_NORM, _VECTOR_NORM, _VECTOR_NORM)
 # np.arange: entries start + k*step; arange(stop) alone has no start (its count's tangent
 # is 0).
-_ARANGE_JVP = {"start": "({t} * {np}.ones({np}.shape({out})) if {stop} is not None "
+_ARANGE_JVP = {"start": "({t} * {np}.ones({np}.shape({out})) if {stop} != None "
                         "else 0.0 * {out})",
                "step": "{t} * {np}.arange({np}.size({out}))"}
 # np.average: linear in a; in the weights, sum(dw * (a - average)) / sum(w) (weights of
@@ -676,7 +676,7 @@ def _last(x: str) -> str:
     return _sub("{np}.moveaxis(%s, {axis}, -1)", x)
 
 
-_PARTITION_JVP = _sub("(%s if {axis} is None else {np}.moveaxis(%s, -1, {axis}))",
+_PARTITION_JVP = _sub("(%s if {axis} == None else {np}.moveaxis(%s, -1, {axis}))",
                       _matched("{np}.ravel({a})", "{np}.ravel({t})", "{out}"),
                       _matched(_last("{a}"), _last("{t}"), _last("{out}")))
 

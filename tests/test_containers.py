@@ -615,6 +615,32 @@ def test_a_call_returning_several_values_is_read_item_by_item():
     np.testing.assert_allclose(grad(S.constant)(x), numeric_grad(S.constant, [x], 0))
 
 
+HELD_TWICE = load("""
+import numpy as np
+
+
+def qr_r_named_then_read_again(a):
+    factors = np.linalg.qr(a)
+    r = factors[1]
+    return np.sum(np.cos(factors[1] @ factors[0])) + np.sum(r)
+
+
+def svd_vh_named_then_read_again(a):
+    factors = np.linalg.svd(a, full_matrices=False)
+    vh = factors[2]
+    return np.sum(np.cos(np.swapaxes(factors[2], -1, -2) * factors[1])) + np.sum(vh ** 2)
+""")
+
+
+@pytest.mark.parametrize("name", ["qr_r_named_then_read_again", "svd_vh_named_then_read_again"])
+def test_an_output_named_and_read_again_from_its_holder(name):
+    """r = factors[1] named the last output's equation r, and factors[1] read after it the
+    name it had before: unbound (or, with a stale value of that name, a wrong gradient)."""
+    f = getattr(HELD_TWICE, name)
+    a = np.array([[2.0, 0.3, 0.1], [0.7, 1.0, -0.4], [0.2, 0.5, 1.5]])
+    np.testing.assert_allclose(grad(f)(a), numeric_grad(f, [a], 0), rtol=1e-6, atol=1e-8)
+
+
 def test_the_outputs_are_named_as_the_function_names_them():
     source = grad(S.constant).source
     assert "    _t0 = np.linalg.eigh(K)  # line 14\n    w = _t0[0]  # line 14\n" \
