@@ -518,12 +518,7 @@ def _second_programs(b, module, shapes) -> str:
         for free in free_names(tangent.source):  # the runtime's, as compile_source gives
             if free.startswith("_") and hasattr(runtime, free):
                 globals_.setdefault(free, getattr(runtime, free))
-        # The tangent program writes symdiff's stop_gradient by that name (as higher's does).
-        if "stop_gradient" in free_names(tangent.source) and globals_.setdefault(
-                "stop_gradient", runtime.stop_gradient) is not runtime.stop_gradient:
-            raise fs.source.error(fs.node, f"the module-level name stop_gradient of "
-                                  f"{b.name} is not symdiff's: the tangent program writes "
-                                  "symdiff's stop_gradient by that name", "rename yours")
+        globals_.update(tangent.globals)  # (stop_gradient, by the name it writes)
         program = FunctionSource(name, _at_lines_of(tangent.source, fs),
                                  fs.source, Namespace(globals_, fs.namespace.closure))
         dots = {t: shown.get(p, kinds.FLOAT64) for t, p in zip(

@@ -33,7 +33,8 @@ class TangentFunction:
     """A generated tangent program: ``fn`` (compiled) and its ``source``; ``params`` are
     the function's own parameters, then the tangents it takes (``tangents``: whose)."""
 
-    def __init__(self, built, params, tangents):
+    def __init__(self, built, params, tangents, unreadable=()):
+        self.unreadable = unreadable  # why it cannot be differentiated again (Problems)
         self.built = built
         self.fn = built.fn
         self.source = built.source
@@ -77,12 +78,13 @@ def tangent_function(fun, wrt: tuple[str, ...], seeds: dict[str, str] | None = N
 
 def _tangent_built(fun, wrt, seeds, returns, name) -> TangentFunction:
     from . import cache
-    from .build import _Built, _defaults, _from_entry, _guards, _refreshers, _without_default_code
+    from .build import _Built, _from_entry, _guards, _refreshers, _without_default_code
 
     options = ("tangent program", wrt, sorted(seeds.items()), returns, name)
     entry = cache.load(fun, options)
     built = _from_entry(fun, entry) if entry is not None else None
     if built is not None and isinstance(entry.get("params"), list):
+        built.fn.__defaults__ = None if entry["tangents"] else built.fn.__defaults__
         return TangentFunction(built, tuple(entry["params"]), tuple(entry["tangents"]))
 
     from .compile import compile_source
@@ -101,16 +103,16 @@ def _tangent_built(fun, wrt, seeds, returns, name) -> TangentFunction:
         raise SymdiffError(f"{where}: symdiff failed to write the tangent program of "
                            f"{parsed.name} ({type(e).__name__}: {e}); this is a bug in "
                            "symdiff, please report it with the function's source") from None
-    names = {n: obj for n, obj, _ in ir.globals}
-    if names.get("stop_gradient", runtime.stop_gradient) is not runtime.stop_gradient:
-        raise SymdiffError(f"{parsed.source.filename}:{parsed.node.lineno}: the module-level "
-                           f"name stop_gradient of {parsed.name} is not symdiff's: the "
-                           "tangent program writes symdiff's stop_gradient by that name; "
-                           "rename yours")
+    names = {n: obj for n, obj, _ in ir.globals} | program.globals
     fn, globs = compile_source(program.source, program.name, names, ir.np_alias)
-    _defaults(fn, fun)
+    # (Tangent parameters come after the function's: its defaults are filled by the caller.)
+    fn.__defaults__ = None if program.tangents else getattr(fun, "__defaults__", None)
     helpers = [(cache.where(c, fun), n, cache.identity(h)) for c, n, h in ir.guards]
-    if all(h is not None for _, _, h in helpers):
+    # (compile finds stop_gradient by that name; a program that cannot be read again is
+    # built anew, so that it says why where it is differentiated)
+    if all(h is not None for _, _, h in helpers) and not program.unreadable and all(
+            n in names and n == "stop_gradient" or any(n == g for g, _, _ in ir.globals)
+            for n in program.globals):
         cache.store(fun, options, {
             "name": program.name, "np_alias": ir.np_alias, "source": program.source,
             "names": [(n, cache.where(c, fun)) for n, _, c in ir.globals],
@@ -118,7 +120,7 @@ def _tangent_built(fun, wrt, seeds, returns, name) -> TangentFunction:
             "helpers": helpers, "params": list(program.params),
             "tangents": list(program.tangents)})
     built = _Built(fn, program.source, globs, _refreshers(ir.data_globals), _guards(ir.guards))
-    return TangentFunction(built, program.params, program.tangents)
+    return TangentFunction(built, program.params, program.tangents, program.unreadable)
 
 
 def _positional(fun) -> tuple[str, ...]:
@@ -183,9 +185,10 @@ def jvp(fun, primals, tangents):
     (0.0, 2.0)
     """
     primals, tangents = _pair(primals, tangents)
+    primals, tangents = _defaulted(getattr(fun, "fun", fun), primals, tangents)
     # An argument whose tangent is zero is held constant: jvp(f, (w, X), (v, 0 * X))
     # differentiates in w alone (a plan of its own).
-    zero = tuple(type(t) is float and t == 0.0 or not np.any(t) for t in tangents)
+    zero = tuple(map(_zero, tangents))
     key = (tuple(map(kinds.key, primals)), zero)
     try:
         plans = _PLANS.setdefault(fun, {})
@@ -231,6 +234,17 @@ def _plan(fun, primals, zero):
     return run, used
 
 
+def _zero(t) -> bool:
+    """Whether a tangent is zero everywhere (a container's: in every leaf)."""
+    if type(t) is float:
+        return t == 0.0
+    if isinstance(t, dict):
+        return all(map(_zero, t.values()))
+    if isinstance(t, (tuple, list)):
+        return all(map(_zero, t))
+    return not np.any(t)
+
+
 def _pair(primals, tangents):
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise SymdiffError("jvp(f, primals, tangents): primals and tangents must be tuples "
@@ -250,7 +264,8 @@ def _differentiated(fun, params, primals, zero) -> tuple[str, ...]:
     integer or boolean one must come with a zero tangent (it is held constant)."""
     wrt = []
     for name, p, z in zip(params, primals, zero, strict=False):
-        _container(fun, name, p, "jvp")
+        if not z:
+            _container(fun, name, p, "jvp")
         if _floating(p):
             if not z:
                 wrt.append(name)
@@ -259,6 +274,17 @@ def _differentiated(fun, params, primals, zero) -> tuple[str, ...]:
                                "constant, but its tangent is not zero; pass it as a float "
                                f"({name}=float(...)) to differentiate it")
     return tuple(wrt)
+
+
+def _defaulted(fun, primals, tangents):
+    """The primals with the defaults of the parameters left out, their tangents zero: a
+    tangent program takes every parameter before its tangents."""
+    defaults = getattr(fun, "__defaults__", None) or ()
+    missing = len(_positional(fun)) - len(primals)
+    if missing <= 0 or missing > len(defaults):
+        return primals, tangents
+    rest = tuple(defaults[len(defaults) - missing:])
+    return primals + rest, tangents + tuple(_zero_like(d) for d in rest)
 
 
 def _zero_like(value):
@@ -312,6 +338,8 @@ def _gradient_of(tf: TangentFunction, slots: tuple[int, ...]):
     """The gradient (a ``Gradient``) of a tangent program with respect to ``slots``."""
     from .api import Gradient
 
+    if tf.unreadable:
+        raise SymdiffError(problems=tf.unreadable)
     per = _GRADIENTS.setdefault(tf.fn, {})
     g = per.get(slots)
     if g is None:
@@ -352,6 +380,8 @@ def second(gradient, wrt, with_value, as_tuple, has_aux):
     (w,) = _names(fun, gradient.wrt)
     name = f"d{fun.__name__}_d{w}"
     tf = tangent_function(fun, (w,), {w: "1.0"}, "tangent", name=name)
+    if tf.unreadable:
+        raise SymdiffError(problems=tf.unreadable)
     # (A scalar w alone: along an array's ones, the tangent would be a sum of partials.)
     message = (f"grad of grad({fun.__qualname__}) with respect to {w}: grad({fun.__qualname__}) "
                f"must give a scalar, but {w} {{what}}; use hessian({fun.__qualname__}) for "
@@ -423,6 +453,7 @@ class Jacobian:
 
     def _forward(self, fun, params, wrt, args, value):
         tf = tangent_function(fun, wrt)
+        args, _ = _defaulted(fun, args, args)
         blocks = []
         for w in wrt:
             x = args[params.index(w)]
@@ -546,6 +577,7 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
     the tangent program of f along b, at each basis vector of b."""
     _plain(gradient, "jacobian")
     fun = gradient.fun
+    args, _ = _defaulted(fun, tuple(args), tuple(args))
     params = _positional(fun)
     outer = _names(fun, gradient.wrt)
     inner = _names(fun, wrt)

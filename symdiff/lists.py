@@ -26,26 +26,31 @@ from .rules import SEQUENCE, ArrayOp
 
 # One value appended: the list's adjoint is the items' stacked, the last row the item's.
 APPEND = ArrayOp(("_appended",), ("items", "item"), {"items": "_list_rest({g})",
-                                                         "item": "{g}[-1]"})
-# What reads a whole list, by the function that reads it: its parameters as NumPy's.
+                                                         "item": "{g}[-1]"}, linear="joint")
+# What reads a whole list, by the function that reads it: its parameters as NumPy's. Each
+# is linear in the list's items (forward mode runs it on their tangents).
 _READERS = {
     builtins.sum: ArrayOp(("sum",), ("items", "start"),
                           {"items": "_list_sum_grad({g}, {items})",
-                           "start": "_unbroadcast({g}, {start})"}, {"start": "0"}),
+                           "start": "_unbroadcast({g}, {start})"}, {"start": "0"},
+                          linear="joint"),
     np.stack: ArrayOp(("np.stack",), ("arrays", "axis"),
-                      {"arrays": "_list_stack_grad({g}, {arrays}, {axis})"}, {"axis": "0"}),
+                      {"arrays": "_list_stack_grad({g}, {arrays}, {axis})"}, {"axis": "0"},
+                      linear="joint"),
     np.concatenate: ArrayOp(("np.concatenate",), ("arrays", "axis"),
                             {"arrays": "_list_concatenate_grad({g}, {arrays}, {axis})"},
-                            {"axis": "0"}),
+                            {"axis": "0"}, linear="joint"),
     np.array: ArrayOp(("np.array",), ("object", "dtype"),
-                      {"object": "_list_array_grad({g}, {object})"}, {"dtype": "None"}),
-    builtins.list: ArrayOp(("list",), ("iterable",), {"iterable": "{g}"}),
+                      {"object": "_list_array_grad({g}, {object})"}, {"dtype": "None"},
+                      linear="joint"),
+    builtins.list: ArrayOp(("list",), ("iterable",), {"iterable": "{g}"}, linear="joint"),
     np.asarray: ArrayOp(("np.asarray",), ("a", "dtype"),
-                        {"a": "_list_array_grad({g}, {a})"}, {"dtype": "None"}),
+                        {"a": "_list_array_grad({g}, {a})"}, {"dtype": "None"},
+                        linear="joint"),
 }
 # An item of a list (or a slice of it), its adjoint in the list's shape.
 INDEX = ArrayOp(("x[...]",), ("a", "index"),
-                {"a": "_list_index_grad({g}, {a}, {np}.index_exp[{index}])"})
+                {"a": "_list_index_grad({g}, {a}, {np}.index_exp[{index}])"}, linear="joint")
 # Readers of a list whose argument may be a helper's call returning one.
 _CALLED = (np.stack, np.concatenate, builtins.sum)
 

@@ -378,6 +378,14 @@ class Statements:
             self.fail(stmt, f"{name}(...) changes {receiver} in place, which symdiff does "
                       "not follow", "make a new array: np.stack([a, b]), np.concatenate, "
                       "arithmetic")
+        if isinstance(call.func, ast.Name) and call.func.id == "_missed_write" and \
+                self.parsed.namespace.lookup(call.func.id) is runtime._missed_write:
+            # A check a tangent program keeps (read again for a second derivative): run.
+            code = ast.Expr(ast.Call(call.func, [self._constant_code(a) for a in call.args],
+                                     []))
+            self.eqns.append(Eqn("", "assert", code, stmt.lineno, names_in(code), False,
+                                 self.where))
+            return
         fn = self._expr(call.func).value
         if fn is print or fn is warnings.warn or _logging(fn):
             code = self._constant_code(stmt)
