@@ -141,6 +141,25 @@ class Maps:
             self.spelling[id(np_obj)] = spelled
 
 
+def _autograd_transformation(obj):
+    """``(symdiff's transformation, function, argnum)`` for a function autograd's ``grad``,
+    ``jacobian`` or ``hessian`` made (``grad(f, 1)``), else None."""
+    if not isinstance(obj, types.FunctionType) or obj.__code__.co_name != "nary_f":
+        return None
+    cells = dict(zip(obj.__code__.co_freevars, (c.cell_contents for c in obj.__closure__ or ()),
+                     strict=True))
+    unary = cells.get("unary_operator")
+    if not getattr(unary, "__module__", "").startswith("autograd") or \
+            cells.get("nary_op_args") or cells.get("nary_op_kwargs"):
+        return None
+    import symdiff
+    transform = {"grad": symdiff.grad, "jacobian": symdiff.jacobian,
+                 "hessian": symdiff.hessian}.get(unary.__name__)
+    if transform is None:
+        return None
+    return transform, cells["fun"], cells["argnum"]
+
+
 class Rebinder:
     """A copy of a peer's function whose globals and closure cells are translated.
 
@@ -157,6 +176,12 @@ class Rebinder:
             return self.memo[key]
         if key in self.table:
             return self.table[key]
+        made = _autograd_transformation(obj)
+        if made is not None:  # grad(f, 1) made by autograd: symdiff's of the translated f
+            transform, fun, argnum = made
+            self.memo[key] = transform(self(fun), tuple(argnum) if isinstance(
+                argnum, list) else argnum)
+            return self.memo[key]
         if getattr(obj, "_is_autograd_primitive", False) and id(obj.fun) not in self.table \
                 and isinstance(obj.fun, types.FunctionType) and self.owned(obj.fun):
             return self(obj.fun)  # a primitive the test itself defined: its raw function
