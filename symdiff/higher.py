@@ -457,7 +457,7 @@ class Jacobian:
         blocks = []
         for w in wrt:
             x = args[params.index(w)]
-            block = np.zeros(np.shape(value) + np.shape(x))
+            block = np.zeros(np.shape(value) + np.shape(x), _precision(args, params, wrt))
             zeros = [np.zeros(np.shape(args[params.index(v)])) for v in wrt]
             for j in np.ndindex(*np.shape(x)):
                 t = list(zeros)
@@ -474,7 +474,8 @@ class Jacobian:
 
         g = _contracted(fun, len(params))
         grad = Gradient(g, tuple(params.index(w) for w in wrt), as_tuple=True)
-        blocks = [np.zeros(np.shape(value) + np.shape(args[params.index(w)])) for w in wrt]
+        blocks = [np.zeros(np.shape(value) + np.shape(args[params.index(w)]),
+                           _precision(args, params, wrt)) for w in wrt]
         for i in np.ndindex(*np.shape(value)):
             u = np.zeros(np.shape(value))
             u[i] = 1.0
@@ -593,7 +594,8 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
         g = _gradient_of(tf, tuple(params.index(a) for a in outer))
         xb = args[params.index(b)]
         for a in outer:
-            blocks[a, b] = np.zeros(np.shape(args[params.index(a)]) + np.shape(xb))
+            blocks[a, b] = np.zeros(np.shape(args[params.index(a)]) + np.shape(xb),
+                                    _precision(args, params, (*outer, *inner)))
         for j in np.ndindex(*np.shape(xb)):
             e = np.zeros(np.shape(xb))
             e[j] = 1.0
@@ -603,6 +605,15 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
     rows = [tuple(blocks[a, b] for b in inner) if as_tuple else blocks[a, inner[0]]
             for a in outer]
     return tuple(rows) if gradient.as_tuple else rows[0]
+
+
+def _precision(args, params, names):
+    """float32 where every differentiated argument is float32 (or float16), as gradients
+    are; else float64."""
+    dtypes = [getattr(args[params.index(n)], "dtype", None) for n in names]
+    if all(d is not None and d.kind == "f" and d.itemsize < 8 for d in dtypes):
+        return np.float32
+    return np.float64
 
 
 def jacobian(fun=None, wrt=0):

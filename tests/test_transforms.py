@@ -292,6 +292,13 @@ def test_hessian_layouts():
     assert np.shape(hessian(M.pair, wrt=1)(w, b)) == ()
 
 
+def test_jacobians_and_hessians_of_float32_are_float32():
+    x = np.array([0.3, -1.2, 0.8], dtype=np.float32)
+    assert hessian(M.vec)(x).dtype == np.float32
+    assert jacobian(M.squares)(x).dtype == np.float32
+    assert hessian(M.vec)(x.astype(np.float64)).dtype == np.float64
+
+
 def test_hessian_matches_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
