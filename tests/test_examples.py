@@ -630,3 +630,23 @@ def test_gp_main_fits_the_hyperparameters(capsys):
     assert 0.05 < np.exp(result.x[2]) < 0.2
     start = float(lines[0].split()[-1])
     assert result.fun < start - 10
+
+
+# --- newton_laplace.py ---
+
+
+def test_newton_laplace_hessian_is_the_logistic_formula():
+    mod = example("newton_laplace")
+    X, y = mod["dataset"](np.random.default_rng(5), 40, 3)
+    w = np.array([0.3, -0.2, 0.5])
+    p = sigmoid(X @ w)
+    hand = X.T @ ((p * (1 - p))[:, None] * X) + 2.0 * np.eye(3)
+    assert_close(mod["hessian"](mod["neg_log_posterior"])(w, X, y, 2.0), hand, 1e-10, 1e-12)
+
+
+def test_newton_laplace_main_converges_quadratically(capsys):
+    mod, (w, sd), out = run_main("newton_laplace", capsys, ["--features", "3", "--points", "80"])
+    norms = [float(line.split()[-1]) for line in out.splitlines() if line.startswith("step")]
+    assert norms[-1] < 1e-10 and all(b < a for a, b in zip(norms, norms[1:], strict=False))
+    assert np.all(sd > 0) and "differs from the direct solve by" in out
+    assert float(out.split("direct solve by")[1]) < 1e-10
