@@ -139,6 +139,12 @@ def emit(program: Program, floats=True) -> str:
     # The docstring stays valid Python whatever the path holds (backslashes, quotes).
     where = f"{ir.parsed.source.filename}:{ir.parsed.node.lineno}".replace(
         "\\", "\\\\").replace('"', '\\"')
+    if ir.parsed.namespace.globals.get("__name__") == "symdiff.generated":
+        # A program symdiff wrote (a tangent program): where the user's function is.
+        found = re.search(r"^\s*\"\"\"Tangent of (\w+) \((.*?)\) along", "\n".join(
+            ir.parsed.source.lines[ir.parsed.node.lineno:ir.parsed.node.lineno + 2]), re.M)
+        if found:
+            where = f"the tangent program of {found.group(1)}, {found.group(2)}"
     wrt = ", ".join(ir.given_wrt or ir.wrt)
     what = "Value and gradient" if program.with_value else "Gradient"
     args = copy.deepcopy(ir.parsed.node.args)

@@ -125,7 +125,8 @@ class _Forward:
         body: list[str] = []
         for p in ir.wrt:
             if p in self.seeds:
-                body.append(f"{self.tangent(p)} = {self.seeds[p]}")
+                body.append(f"{self.tangent(p)} = {self.seeds[p]}  # line "
+                            f"{ir.parsed.node.lineno}: the derivative in {p}")
         body += self._items(ir.eqns)
         result = ir.result
         if result in self.active:
@@ -402,37 +403,39 @@ class _Forward:
         branches = [self._items(item.then), self._items(item.orelse)]
         merged = [(m, t, e) for m, t, e in item.phis
                   if (t in self.active or e in self.active) and m in self.reach]
+        at = _at(item.where)
         for lines, pick in zip(branches, (1, 2), strict=True):
             for phi in item.phis:
-                lines.append(f"{phi[0]} = {phi[pick]}")
+                lines.append(f"{phi[0]} = {phi[pick]}{at}")
             for phi in merged:
                 src = phi[pick]
-                lines.append(f"{self.tangent(phi[0])} = {self._dot_or_zero(src)}")
+                lines.append(f"{self.tangent(phi[0])} = {self._dot_or_zero(src)}{at}")
         for m, _, _ in merged:
             self.active.add(m)
         for m, t, e in item.phis:
             if (m, t, e) not in merged:
                 self.active.discard(m)
-        out = [f"if {item.cond}:"] + ["    " + line for line in branches[0] or ["pass"]]
+        out = [f"if {item.cond}:{at}"] + ["    " + line for line in branches[0] or ["pass"]]
         if branches[1]:
             out += ["else:"] + ["    " + line for line in branches[1]]
         return out
 
     def _loop(self, item: Loop) -> list[str]:
         out = []
+        at = _at(item.where)
         carried = [(phi, init, nxt) for phi, init, nxt in item.carried if phi in self.active]
         for phi, init, _ in item.carried:
             # (None: the variable is not bound before the loop.)
-            out.append(f"{phi} = {init or 'None'}")
+            out.append(f"{phi} = {init or 'None'}{at}")
         for phi, _, _ in carried:
             self.tangent(phi)
         body = self._items(item.body)
         for phi, init, _ in carried:
-            out.append(f"{self.dot[phi]} = {self._dot_or_zero(init)}")
+            out.append(f"{self.dot[phi]} = {self._dot_or_zero(init)}{at}")
         for phi, _, nxt in item.carried:
-            body.append(f"{phi} = {nxt}")
+            body.append(f"{phi} = {nxt}{at}")
         for phi, _, nxt in carried:
-            body.append(f"{self.dot[phi]} = {self._dot_or_zero(nxt)}")
+            body.append(f"{self.dot[phi]} = {self._dot_or_zero(nxt)}{at}")
         if item.break_flag:
             body += [f"if {item.break_flag}:", "    break"]
         header = (f"for {item.target} in {ast.unparse(item.header)}:" if item.kind == "for"
@@ -448,7 +451,7 @@ class _Forward:
                 check = f"not {strict} or {check}"
             out.append(f"assert {check}, 'zip() arguments have different lengths'")
             header = f"for {item.target} in range(min({', '.join(lens)})):"
-        return out + [header] + ["    " + line for line in body or ["pass"]]
+        return out + [header + at] + ["    " + line for line in body or ["pass"]]
 
     def _refuse(self, node, message, hint, line=None) -> SymdiffError:
         if getattr(node, "lineno", None) is None:
@@ -473,6 +476,12 @@ class _Forward:
 
 
 _HELPER = re.compile(r"(?<![\w.])_[a-z]\w*\(")
+
+
+def _at(where) -> str:
+    """The comment naming the user's line of a block (read back by statements._line_label)."""
+    return f"  # {where[0]}" if where and where[0] else ""
+
 
 def _occurrences(node, name: str, statics=()) -> int:
     """How many times ``node`` reads ``name`` outside the code of ``statics``."""

@@ -80,6 +80,8 @@ class Statements:
         """The statement's own text (without a trailing comment): its first line."""
         line = self.src.lines[stmt.lineno - 1] if stmt.lineno <= len(self.src.lines) else ""
         if stmt.end_lineno != stmt.lineno or isinstance(stmt, (ast.If, ast.For, ast.While)):
+            if self.parsed.namespace.globals.get("__name__") == "symdiff.generated":
+                line = _USER_LINE.split(line)[0].rstrip().removesuffix("#")
             return line.strip()
         raw = line.encode()
         return raw[stmt.col_offset:stmt.end_col_offset].decode(errors="replace").strip()

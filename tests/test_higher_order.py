@@ -721,24 +721,24 @@ def test_the_tangent_program_reads_as_the_function():
     body = source.split('"""')[2].strip("\n")
     assert body == '''\
     s = 0.0  # line 7
-    t = None
-    s_1 = s
-    i_1 = None
-    s_1_dot = 0.0
-    for i in range(n):
+    t = None  # line 8
+    s_1 = s  # line 8
+    i_1 = None  # line 8
+    s_1_dot = 0.0  # line 8
+    for i in range(n):  # line 8
         _t0 = s_1 > 1.0  # line 9
-        if _t0:
+        if _t0:  # line 9
             t_1 = s_1 * 0.5  # line 10
-            t_2 = t_1
+            t_2 = t_1  # line 9
         else:
-            t_2 = t
+            t_2 = t  # line 9
         _sg0 = stop_gradient(x)  # line 11
         s_2 = s_1 + np.sin(x) * _sg0  # line 11
         s_2_dot = _sg0 * x_dot * np.cos(x) + s_1_dot  # line 11
-        t = t_2
-        s_1 = s_2
-        i_1 = i
-        s_1_dot = s_2_dot
+        t = t_2  # line 8
+        s_1 = s_2  # line 8
+        i_1 = i  # line 8
+        s_1_dot = s_2_dot  # line 8
     return s_1, s_1_dot'''
     assert jvp(PRINTED.f, (0.5, 2), (1.0, 0))[1] == pytest.approx(
         2 * 0.5 * np.cos(0.5))
