@@ -24,7 +24,7 @@ import numpy as np
 import sympy as sp
 
 from . import __version__, rules, runtime
-from .algebra import decimals, reuse_value, whole_floats
+from .algebra import cse, decimals, reuse_value, whole_floats
 from .control import _mark_active, _reaching, _replace
 from .emit import Printer
 from .errors import SymdiffError
@@ -76,6 +76,7 @@ class _Forward:
         self.float_arrays = _float_arrays(ir.eqns, self.np)
         self.active &= self.reach
         self.dot: dict[str, str] = {}
+        self.before: list[str] = []  # lines a tangent reads, computed just before it
         self.globals: dict[str, object] = {}  # names the program reads besides the function's
         self.calls: dict[str, ast.expr] = {}  # each value's code (a call of several values)
         self.unreadable: dict = {}  # runtime helpers the tangents call -> where (a Problem)
@@ -177,7 +178,12 @@ class _Forward:
             # symdiff reads again (its own runtime stand-in is not).
             self.unbound.add(eqn.out)
             return [f"{eqn.out} = None  # {_unbound_name(eqn.code)} is not bound here"]
-        code = _replace(eqn.code, {})
+        hoisted: dict[int, str] = {}
+        value = None
+        if eqn.kind == "elementwise" and eqn.out in self.active and \
+                any(a in self.active for a in eqn.inputs):
+            value = self._elementwise(eqn, hoisted)
+        code = _replace(eqn.code, hoisted)
         if eqn.kind == "stop_gradient":
             # Written out, so that a derivative of this program does not flow through it
             # either (the second derivative through a stop_gradient is zero, as in JAX).
@@ -186,14 +192,18 @@ class _Forward:
             self.empty.add(eqn.out)  # (its tangent is the empty list too)
         if isinstance(code, ast.Constant) and type(code.value) in (int, float):
             self.numbers.add(eqn.out)  # (its tangent is 0.0)
-        lines = self._assign(eqn.out, code, comment)
+        # A call the tangent reads again (np.cos(x) of np.sin(x)) is computed once, named.
+        lines = [f"{hoisted[id(node)]} = {ast.unparse(_replace(node, hoisted, id(node)))}"
+                 f"{comment}" for _, node in eqn.calls if id(node) in hoisted]
+        lines += self._assign(eqn.out, code, comment)
         self.calls[eqn.out] = code
         if eqn.out not in self.active or eqn.kind not in ("elementwise", "array"):
             return lines
         if not any(a in self.active for a in eqn.inputs):
             self.active.discard(eqn.out)
             return lines
-        value = self._elementwise(eqn) if eqn.kind == "elementwise" else self._array(eqn)
+        if eqn.kind == "array":
+            value = self._array(eqn)
         if value is None:  # nothing flows: zero
             value = self.zeros(eqn.out)
         tangent = ast.parse(value, mode="eval").body
@@ -203,7 +213,9 @@ class _Forward:
             # (unless the array is certainly of floats, np.zeros(n)).
             dtype = ast.parse(f"{eqn.code.args[0].id}.dtype.kind in 'fc'", mode="eval").body
             tangent.args[2] = ast.IfExp(dtype, tangent.args[2], ast.Constant(0.0))
-        return lines + self._assign(self.tangent(eqn.out), tangent, comment)
+        before, self.before = self.before, []
+        return lines + [line + comment for line in before] + \
+            self._assign(self.tangent(eqn.out), tangent, comment)
 
     def _check(self, eqn: Eqn) -> str:
         """A run-time check in a form symdiff reads again: an augmented assignment's (the
@@ -253,9 +265,10 @@ class _Forward:
             code = code.args[0]
         return [f"{target} = {ast.unparse(code)}" + comment]
 
-    def _elementwise(self, eqn: Eqn) -> str | None:
-        terms = []
-        covered: set = set()
+    def _elementwise(self, eqn: Eqn, hoisted: dict[int, str]) -> str | None:
+        """The tangent of an elementwise step; ``hoisted`` gets the calls of its code the
+        tangent reads again (id of the node -> the name it is computed into)."""
+        partials = []
         for a in eqn.inputs:
             if a not in self.active:
                 continue
@@ -267,12 +280,34 @@ class _Forward:
                                       "here", "a function of the rules table")
             if not eqn.expr.is_Atom:
                 partial = reuse_value(partial, eqn.expr, symbol(eqn.out))
+            partials.append((a, partial))
+        for expr, node in reversed(eqn.calls):
+            if expr == eqn.expr or isinstance(node, (ast.Name, ast.Constant)) or \
+                    not any(p.has(expr) for _, p in partials):
+                continue
+            name = self.names.fresh("_t", numbered=True)
+            replaced = [(a, reuse_value(p, expr, symbol(name))) for a, p in partials]
+            if replaced == partials:  # (inside a longer product: not reusable)
+                self.names.taken.discard(name)
+                continue
+            hoisted[id(node)] = name
+            self.shapes[name] = frozenset().union(
+                *(sources(self.shapes, s.name) for s in expr.free_symbols))
+            partials = replaced
+        terms = []
+        covered: set = set()
+        for a, partial in partials:
             terms.append(sp.factor_terms(partial) * symbol(self.tangent(a)))
             covered |= sources(self.shapes, a)
             covered |= {s for f in partial.free_symbols for s in sources(self.shapes, f.name)}
         if not terms:
             return None
-        text = self.printer.doprint(decimals(whole_floats(sp.Add(*terms))))
+        # Parts the terms share (np.cos(u) in each of two terms) are computed once.
+        temps = iter(lambda: symbol(self.names.fresh("_t", numbered=True)), None)
+        shared, (total,) = cse([decimals(whole_floats(sp.Add(*terms)))], temps)
+        for t, part in shared:
+            self.before.append(f"{t.name} = {self.printer.doprint(part)}")
+        text = self.printer.doprint(total)
         for helper in dict.fromkeys(re.findall(r"(?<![\w.])(_[a-z]\w*)\(", text)):
             if helper in self.unreadable or not callable(getattr(runtime, helper, None)):
                 continue

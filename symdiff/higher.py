@@ -413,9 +413,9 @@ class Jacobian:
 
     @property
     def source(self) -> str:
-        """The generated source this Jacobian runs (for float64 arrays): of a Hessian, per
-        parameter b of ``wrt``, the gradient of f's tangent program along b (called once
-        per entry of b, with that basis vector as the tangent); of any other function, its
+        """The generated source this Jacobian runs (for float64 arrays): of a Hessian, the
+        gradient of f's tangent program along ``wrt`` (called once per entry of the
+        parameters, with that basis vector as the tangent); of any other function, its
         tangent program (rows by gradients, where fewer, differentiate ``<f, u>``)."""
         from .api import Gradient
 
@@ -424,11 +424,9 @@ class Jacobian:
         fun = self.fun.fun
         params = _positional(fun)
         outer = tuple(params.index(a) for a in _names(fun, self.fun.wrt))
-        parts = []
-        for b in _names(fun, self.wrt):
-            tf = tangent_function(fun, (b,), returns="tangent")
-            parts.append(_gradient_of(tf, outer).gradient.source)
-        return "\n".join(parts)
+        along = tuple(dict.fromkeys(_names(fun, self.wrt)))
+        tf = tangent_function(fun, along, returns="tangent")
+        return _gradient_of(tf, outer).gradient.source
 
     def __call__(self, *args):
         from .api import Gradient
@@ -587,11 +585,15 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
         if not _floating(args[params.index(w)]):
             raise SymdiffError(f"hessian of {fun.__qualname__} with respect to {w}: {w} is "
                                f"{kinds.kind(args[params.index(w)])}, not a float")
+    # One tangent program along every parameter of wrt (one build, not one per
+    # parameter); a column's tangent is a basis vector in one of them, zero in the rest.
+    along = tuple(dict.fromkeys(inner))
+    tf = tangent_function(fun, along, returns="tangent")
+    n = len(tf.params) - len(along)
+    g = _gradient_of(tf, tuple(params.index(a) for a in outer))
+    zeros = [np.zeros(np.shape(args[params.index(b)])) for b in along]
     blocks = {}
-    for b in inner:
-        tf = tangent_function(fun, (b,), returns="tangent")
-        n = len(tf.params) - 1
-        g = _gradient_of(tf, tuple(params.index(a) for a in outer))
+    for k, b in enumerate(along):
         xb = args[params.index(b)]
         for a in outer:
             blocks[a, b] = np.zeros(np.shape(args[params.index(a)]) + np.shape(xb),
@@ -599,7 +601,7 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
         for j in np.ndindex(*np.shape(xb)):
             e = np.zeros(np.shape(xb))
             e[j] = 1.0
-            column = g(*args[:n], e)
+            column = g(*args[:n], *zeros[:k], e, *zeros[k + 1:])
             for a, c in zip(outer, column, strict=True):
                 blocks[a, b][(...,) + j] = c
     rows = [tuple(blocks[a, b] for b in inner) if as_tuple else blocks[a, inner[0]]
