@@ -519,6 +519,9 @@ def _gradient(fun, wrt, with_value, as_tuple, has_aux=False):
     ``calls.unbind``: ``wrt`` counts from after self)."""
     if isinstance(fun, (staticmethod, classmethod)):  # @grad over @staticmethod
         return type(fun)(_gradient(fun.__func__, wrt, with_value, as_tuple, has_aux))
+    from .higher import _not_of_jacobian
+
+    _not_of_jacobian(fun, "grad")
     if isinstance(fun, Gradient):
         from .higher import second
 

@@ -514,6 +514,8 @@ def _second_programs(b, module, shapes) -> str:
     globals_ = dict(fs.namespace.globals)
     for name, ir, seeds in rows:
         tangent = tangent_program(ir, seeds, "tangent", name)
+        if tangent.unreadable:  # (why its derivative cannot be taken, where)
+            raise SymdiffError(problems=tangent.unreadable)
         globals_.setdefault(ir.np_alias, importlib.import_module("numpy"))
         for free in free_names(tangent.source):  # the runtime's, as compile_source gives
             if free.startswith("_") and hasattr(runtime, free):

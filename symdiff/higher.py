@@ -19,11 +19,13 @@ twice differentiable f), as JAX's forward-over-reverse Hessian reads them.
 from __future__ import annotations
 
 import inspect
+import re
 import weakref
 
 import numpy as np
 
 from . import kinds, runtime
+from .api import Gradient
 from .errors import SymdiffError
 
 _TANGENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -185,6 +187,7 @@ def jvp(fun, primals, tangents):
     (0.0, 2.0)
     """
     primals, tangents = _pair(primals, tangents)
+    _not_of_jacobian(fun, "jvp")
     primals, tangents = _defaulted(getattr(fun, "fun", fun), primals, tangents)
     # An argument whose tangent is zero is held constant: jvp(f, (w, X), (v, 0 * X))
     # differentiates in w alone (a plan of its own).
@@ -208,8 +211,6 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _plan(fun, primals, zero):
     """``(run, used)`` for a jvp of ``fun`` on primals of these kinds and tangents zero
     where ``zero`` says: ``run(primals, the used tangents)`` gives its result."""
-    from .api import Gradient
-
     if isinstance(fun, Gradient):
         return _plan_of_gradient(fun, primals, zero)
     if not inspect.isfunction(fun):
@@ -226,11 +227,12 @@ def _plan(fun, primals, zero):
             value = fun(*primals)
             return value, _zero_like(value)
         return constant, used
-    tf = tangent_function(fun, wrt)
+    tangent_function(fun, wrt)  # (built now: its errors are the plan's)
 
     def run(primals, t):
-        value, dot = tf(*primals, *t)
-        return value, runtime._fit(dot, value)
+        # (found again at each call: a helper redefined since makes a new program)
+        value, dot = tangent_function(fun, wrt)(*primals, *t)
+        return value, runtime._fit(dot, value, copy=any(dot is u for u in t))
     return run, used
 
 
@@ -312,12 +314,12 @@ def _plan_of_gradient(gradient, primals, zero):
         fun, params, primals, zero))
     tf = tangent_function(fun, active, returns="tangent")
     n = len(tf.params) - len(active)
-    slots = [params.index(w) for w in wrt] + [n + active.index(w) for w in wrt]
-    inner = _gradient_of(tf, tuple(slots))
+    slots = tuple([params.index(w) for w in wrt] + [n + active.index(w) for w in wrt])
     k = len(wrt)
     used = [params.index(a) for a in active]
 
     def run(primals, t):
+        inner = _gradient_of(tangent_function(fun, active, returns="tangent"), slots)
         out = inner(*primals, *t)
         if gradient.as_tuple:
             return tuple(out[k:]), tuple(out[:k])
@@ -336,8 +338,6 @@ _GRADIENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _gradient_of(tf: TangentFunction, slots: tuple[int, ...]):
     """The gradient (a ``Gradient``) of a tangent program with respect to ``slots``."""
-    from .api import Gradient
-
     if tf.unreadable:
         raise SymdiffError(problems=tf.unreadable)
     per = _GRADIENTS.setdefault(tf.fn, {})
@@ -366,7 +366,6 @@ def second(gradient, wrt, with_value, as_tuple, has_aux):
     """``grad(grad(f, wrt=w), wrt=...)``: the gradient of ``df_dw``, the tangent program of
     f along the scalar parameter w with its tangent fixed to 1 (a function of f's own
     parameters, which returns df/dw)."""
-    from .api import Gradient
 
     _plain(gradient, "grad")
     if has_aux:
@@ -378,7 +377,7 @@ def second(gradient, wrt, with_value, as_tuple, has_aux):
                            "scalar; use hessian(f, wrt=...) for every second derivative")
     fun = gradient.fun
     (w,) = _names(fun, gradient.wrt)
-    name = f"d{fun.__name__}_d{w}"
+    name = re.sub(r"\W", "_", f"d{fun.__name__}_d{w}")  # (d<lambda>_dz is no name)
     tf = tangent_function(fun, (w,), {w: "1.0"}, "tangent", name=name)
     if tf.unreadable:
         raise SymdiffError(problems=tf.unreadable)
@@ -386,8 +385,27 @@ def second(gradient, wrt, with_value, as_tuple, has_aux):
     message = (f"grad of grad({fun.__qualname__}) with respect to {w}: grad({fun.__qualname__}) "
                f"must give a scalar, but {w} {{what}}; use hessian({fun.__qualname__}) for "
                "the second derivatives of an array parameter")
-    return Gradient(tf.fn, wrt, with_value, as_tuple, False,
-                    scalar=(_positional(fun).index(w), message))
+    second = _Second(tf.fn, wrt, with_value, as_tuple, False,
+                     scalar=(_positional(fun).index(w), message))
+    second._remake = lambda: tangent_function(fun, (w,), {w: "1.0"}, "tangent", name=name).fn
+    return second
+
+
+class _Second(Gradient):
+    """``grad(grad(f))``: the gradient of f's tangent program ``df_dw``, which is made again
+    where a helper f calls is redefined, and reads f's module data afresh at each call
+    (the tangent program's own copy of it is refreshed first)."""
+
+    __slots__ = ("_remake",)
+
+    def __call__(self, *args, **kwargs):
+        fresh = self._remake()
+        if fresh is not self.fun:  # (a helper was redefined: a new tangent program)
+            self.fun, self._specs, self._fast, self._seen = fresh, {}, {}, set()
+        return Gradient.__call__(self, *args, **kwargs)
+
+    def _route(self, args, spec):
+        pass  # (no dispatcher of its own: each call checks the tangent program first)
 
 
 # --- jacobian and hessian ---
@@ -417,8 +435,6 @@ class Jacobian:
         gradient of f's tangent program along ``wrt`` (called once per entry of the
         parameters, with that basis vector as the tangent); of any other function, its
         tangent program (rows by gradients, where fewer, differentiate ``<f, u>``)."""
-        from .api import Gradient
-
         if not isinstance(self.fun, Gradient):
             return tangent_function(self.fun, _names(self.fun, self.wrt)).source
         fun = self.fun.fun
@@ -428,10 +444,20 @@ class Jacobian:
         tf = tangent_function(fun, along, returns="tangent")
         return _gradient_of(tf, outer).gradient.source
 
-    def __call__(self, *args):
-        from .api import Gradient
-
+    def __call__(self, *args, **kwargs):
+        inner = self.fun.fun if isinstance(self.fun, Gradient) else self.fun
+        if kwargs or len(args) < len(_positional(inner)):
+            # (by name, or left to their defaults: as a call of the function binds them)
+            bound = inspect.signature(inner).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args = tuple(bound.arguments[p] for p in _positional(inner))
         if isinstance(self.fun, Gradient):
+            value = inner(*args)
+            if np.ndim(value) != 0:
+                raise SymdiffError(f"hessian of {inner.__qualname__}: it returned an array of "
+                                   f"shape {np.shape(value)}; a Hessian needs a scalar output "
+                                   "(reduce it first; jacobian(f) gives the first "
+                                   "derivatives of every element)")
             return _hessian_blocks(self.fun, self.wrt, self.as_tuple, args)
         fun = self.fun
         params = _positional(fun)
@@ -450,26 +476,25 @@ class Jacobian:
         return tuple(blocks) if self.as_tuple else blocks[0]
 
     def _forward(self, fun, params, wrt, args, value):
-        tf = tangent_function(fun, wrt)
+        along = tuple(dict.fromkeys(wrt))  # (wrt=(0, 0) takes one tangent of x)
+        tf = tangent_function(fun, along)
         args, _ = _defaulted(fun, args, args)
         blocks = []
         for w in wrt:
             x = args[params.index(w)]
             block = np.zeros(np.shape(value) + np.shape(x), _precision(args, params, wrt))
-            zeros = [np.zeros(np.shape(args[params.index(v)])) for v in wrt]
+            zeros = [np.zeros(np.shape(args[params.index(v)])) for v in along]
             for j in np.ndindex(*np.shape(x)):
                 t = list(zeros)
                 e = np.zeros(np.shape(x))
                 e[j] = 1.0
-                t[wrt.index(w)] = e
+                t[along.index(w)] = e
                 _, dot = tf(*args, *t)
                 block[(...,) + j] = dot
             blocks.append(block)
         return blocks
 
     def _reverse(self, fun, params, wrt, args, value):
-        from .api import Gradient
-
         g = _contracted(fun, len(params))
         grad = Gradient(g, tuple(params.index(w) for w in wrt), as_tuple=True)
         blocks = [np.zeros(np.shape(value) + np.shape(args[params.index(w)]),
@@ -618,6 +643,13 @@ def _precision(args, params, names):
     return np.float64
 
 
+def _not_of_jacobian(fun, what):
+    if isinstance(fun, Jacobian):
+        raise SymdiffError(f"{what} of {fun!r} is not supported: jacobian and hessian give "
+                           "arrays of derivatives, not functions symdiff differentiates "
+                           "again; grad(grad(f)) and jvp(grad(f), ...) compose")
+
+
 def jacobian(fun=None, wrt=0):
     """The Jacobian of ``fun`` with respect to ``wrt`` (a name or position, or a tuple of
     them): ``jacobian(f)(*args)`` has shape ``f(*args).shape + param.shape``, as JAX's
@@ -636,6 +668,7 @@ def jacobian(fun=None, wrt=0):
     wrt, as_tuple = _normalize_wrt(wrt)
     if fun is None:
         return lambda f: Jacobian(f, wrt, as_tuple)
+    _not_of_jacobian(fun, "jacobian")
     return Jacobian(fun, wrt, as_tuple)
 
 
@@ -658,4 +691,5 @@ def hessian(fun=None, wrt=0):
     wrt, as_tuple = _normalize_wrt(wrt)
     if fun is None:
         return lambda f: hessian(f, wrt if as_tuple else wrt[0])
+    _not_of_jacobian(fun, "hessian")
     return Jacobian(grad(fun, wrt if as_tuple else wrt[0]), wrt, as_tuple)

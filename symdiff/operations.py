@@ -153,6 +153,10 @@ class Operations:
         given = node.args[1] if len(node.args) == 2 else node.keywords[0].value \
             if node.keywords else ast.Constant(0)
         wrt = literal(given)
+        if isinstance(fn, FunctionSource):  # (the command line reads FILE, not runs it)
+            self.fail(node, "a gradient called inside a function is differentiated by the "
+                      "Python API (grad(g)), where the module has run; the command line reads "
+                      "FILE without running it", "grad(g) in Python, or --check")
         if wrt is NOT_LITERAL or not isinstance(fn, types.FunctionType):
             self.fail(node, "a gradient called inside a function being differentiated must "
                       "name its function and wrt as written values",

@@ -1395,3 +1395,31 @@ def test_hessian_as_a_subprocess(second):
     assert "--order {1,2}" in subprocess.run(
         [sys.executable, "-m", "symdiff", "--help"], capture_output=True, text=True,
         cwd=ROOT).stdout
+
+
+def test_order_2_says_why_a_second_derivative_is_refused(tmp_path, capsys):
+    path = write(tmp_path, """\
+        import numpy as np
+
+        def s(x):
+            return np.sinc(x) * x
+        """)
+    status, out, err = run(capsys, path, "--hessian")
+    assert status == 1
+    assert "second derivatives through this line are not supported" in err
+    assert "generated code uses for itself" not in err
+
+
+def test_a_gradient_called_inside_a_function_is_for_the_api(tmp_path, capsys):
+    path = write(tmp_path, """\
+        from symdiff import grad
+
+        def f0(x):
+            return x ** 3
+
+        def g(x):
+            return grad(f0)(x) ** 2
+        """)
+    status, out, err = run(capsys, path, "-f", "g")
+    assert status == 1
+    assert "a gradient called inside a function is differentiated by the Python API" in err

@@ -364,3 +364,96 @@ def test_stop_gradient_is_kept_in_a_jvp():
     value, tangent = jvp(M.frozen, (3.0,), (1.0,))
     assert value == 27.0 and tangent == 9.0
     assert stop_gradient(2.0) == 2.0
+
+
+# --- what a kept transformation follows, and calls as Python makes them ---
+
+def test_a_kept_second_derivative_follows_module_data_and_helpers():
+    m = load("""
+        import numpy as np
+
+        W = np.array([1.0, 2.0, 3.0])
+
+        def cube(z):
+            return z ** 3
+
+        def f(x):
+            return np.sum(W * cube(x))
+    """)
+    h = grad(grad(m.f))
+    assert h(0.5) == pytest.approx(18.0)  # 6 * 0.5 * 6
+    m.W = np.array([5.0, -1.0, 0.5])
+    assert h(0.5) == pytest.approx(13.5)
+    m.cube = load("""
+        def cube(z):
+            return z ** 4
+    """).cube
+    assert h(0.5) == pytest.approx(4.5 * 12 * 0.25)
+
+
+def test_jvp_follows_a_redefined_helper():
+    m = load("""
+        def cube(z):
+            return z ** 3
+
+        def g(x):
+            return cube(x) * x
+    """)
+    assert jvp(m.g, (2.0,), (1.0,))[1] == pytest.approx(32.0)
+    m.cube = load("""
+        def cube(z):
+            return z ** 2
+    """).cube
+    assert jvp(m.g, (2.0,), (1.0,))[1] == pytest.approx(12.0)
+    assert jvp(grad(m.g), (2.0,), (1.0,))[1] == pytest.approx(12.0)
+
+
+def test_jvp_returns_a_tangent_of_its_own():
+    t = np.array([1.0, 2.0])
+    _, dot = jvp(M.squares, (np.ones(2),), (t,))
+    assert dot is not t
+    m = load("""
+        def same(x):
+            return x
+    """)
+    _, dot = jvp(m.same, (np.ones(2),), (t,))
+    assert dot is not t and np.array_equal(dot, t)
+
+
+def test_the_second_derivative_of_a_lambda():
+    m = load("""
+        cube = lambda z: z ** 3
+    """)
+    assert grad(grad(m.cube))(2.0) == pytest.approx(12.0)
+
+
+def test_hessian_and_jacobian_take_arguments_as_the_function_does():
+    m = load("""
+        import numpy as np
+
+        def f(x, s=2.0):
+            return s * np.sum(x ** 3)
+
+        def g(x, y):
+            return np.outer(x, y) ** 2
+    """)
+    x = np.array([0.5, -1.0])
+    assert np.allclose(hessian(m.f)(x, s=3.0), np.diag(18 * x))
+    assert np.allclose(hessian(m.f)(x), np.diag(12 * x))
+    with pytest.raises(TypeError, match="missing a required argument: 'x'"):
+        hessian(m.f)()
+    y = np.array([1.0, 2.0, 3.0])
+    jx, jx2 = jacobian(m.g, wrt=(0, 0))(x, y)
+    assert jx.shape == (2, 3, 2) and np.array_equal(jx, jx2)
+
+
+def test_transformations_of_arrays_of_derivatives_are_refused():
+    for call in [lambda: hessian(hessian(M.vec)), lambda: grad(jacobian(M.vec)),
+                 lambda: jvp(hessian(M.vec), (np.ones(2),), (np.ones(2),))]:
+        assert "not functions symdiff differentiates again" in text_of(call)
+
+
+def test_the_hessian_of_a_vector_function_says_so():
+    assert text_of(lambda: hessian(M.squares)(np.ones(3))) == (
+        "hessian of squares: it returned an array of shape (3,); a Hessian needs a scalar "
+        "output (reduce it first; jacobian(f) gives the first derivatives of every element)")
