@@ -32,7 +32,7 @@ from .algebra import SumDown, Times, by_value, cse, decimals, in_place, reuse_va
 from .control import Control, _mark_active, _reaching, _Scope
 from .errors import SymdiffError
 from .floats import Floats, _float_dtype
-from .ir import IR, Eqn, If, Names, makes_new, symbol
+from .ir import IR, Eqn, If, Names, makes_new, symbol, template_fields
 from .owned import add_in_place, sole
 from .program import Line, Program, _flat, _fold_settles, _rename
 from .prune import _uses
@@ -378,13 +378,7 @@ class _Differentiator(Control, Floats):
 
     def _array(self, eqn: Eqn, scope, group):
         op = eqn.op
-        fields = {**op.defaults, **dict(eqn.statics)}
-        for param, name, position in eqn.operands:
-            if position is None:
-                fields[param] = name
-        if op.sequence and not any(p == op.sequence and i is None for p, _, i in eqn.operands):
-            items = [n for p, n, i in eqn.operands if p == op.sequence]
-            fields[op.sequence] = "[" + ", ".join(items) + "]"
+        fields = template_fields(eqn)
         # Where the kinds say how many axes each operand has: one line of NumPy.
         vjp = op.by_ndim.get(tuple(self._ndim(n) for _, n, _ in eqn.operands), op.vjp)
         for param, name, position in eqn.operands:

@@ -28,7 +28,7 @@ from .algebra import cse, decimals, reuse_value, whole_floats
 from .control import _mark_active, _reaching, _replace
 from .emit import Printer
 from .errors import SymdiffError
-from .ir import IR, Eqn, If, Loop, Names, symbol
+from .ir import IR, Eqn, If, Loop, Names, symbol, template_fields
 from .runtime import stop_gradient
 from .shapes import facts, sources
 
@@ -336,7 +336,7 @@ class _Forward:
             entries = dict(eqn.statics).get(op.entries)
             if entries is not None:  # np.array([a, 1.0]): the entries' tangents, [a_dot, 0.0]
                 return ast.unparse(self._entries(eqn.code, entries))
-        linear = getattr(op, "linear", "")
+        linear = op.linear
         if linear == "joint":
             renamed = {}
             for param, name, _ in eqn.operands:
@@ -368,18 +368,12 @@ class _Forward:
                 parts.append(ast.unparse(_renamed(eqn.code, {name: self.dot[name]},
                                                   eqn.statics, given[:k].count(name))))
             return " + ".join(f"({p})" if len(parts) > 1 else p for p in parts) or None
-        fields = {**op.defaults, **dict(eqn.statics)}
-        for param, name, position in eqn.operands:
-            if position is None:
-                fields[param] = name
-        if op.sequence and not any(p == op.sequence and i is None for p, _, i in eqn.operands):
-            items = [n for p, n, i in eqn.operands if p == op.sequence]
-            fields[op.sequence] = "[" + ", ".join(items) + "]"
+        fields = template_fields(eqn)
         parts = []
         for param, name, position in eqn.operands:
             if name not in self.active or param not in differentiable:
                 continue
-            template = getattr(op, "jvp", {}).get(param)
+            template = op.jvp.get(param)
             if not template:
                 raise self._refuse_at(eqn, f"forward mode through {op.names[0]} (in "
                                       f"{param}) is not supported yet",

@@ -170,3 +170,18 @@ def makes_new(code, np_alias) -> bool:
             isinstance(code.func.value, ast.Name) and code.func.value.id == np_alias:
         return isinstance(getattr(np, code.func.attr, None), np.ufunc)
     return False
+
+
+def template_fields(eqn: Eqn) -> dict:
+    """What an array operation's templates (``vjp``, ``jvp``) are filled with: each
+    parameter's code (operands by name, a sequence as a list of its items' names), the
+    rule's defaults where the call left one out."""
+    op = eqn.op
+    fields = {**op.defaults, **dict(eqn.statics)}
+    for param, name, position in eqn.operands:
+        if position is None:
+            fields[param] = name
+    if op.sequence and not any(p == op.sequence and i is None for p, _, i in eqn.operands):
+        items = [n for p, n, i in eqn.operands if p == op.sequence]
+        fields[op.sequence] = "[" + ", ".join(items) + "]"
+    return fields
