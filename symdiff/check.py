@@ -198,14 +198,20 @@ def _compare_hessian(fn, wrt, shapes, points, rng, frozen, signature) -> CheckRe
                         return CheckResult(name, np.nan, "", k, f"the Hessian's block in "
                                            f"{a} and {b} has shape {got.shape}, not "
                                            f"{n.shape}")
-                    scale = np.maximum(1.0, np.maximum(np.abs(got), np.abs(n))) + (
-                        rounding / TOLERANCE)
-                    err = np.abs(got - n) / scale
-                    err = float(np.max(np.where(np.isnan(err), np.inf, err), initial=0.0))
+                    err = _relative_error(got, n, rounding)
                     if err > worst or not where:
                         d = f"d{a}^2" if a == b else f"d{a} d{b}"
                         worst, where = err, f"d^2{name}/{d} at point {k + 1}"
     return CheckResult(name, worst, where, points)
+
+
+def _relative_error(got, n, rounding) -> float:
+    """The largest error of ``got`` against the differences ``n``, relative: |got - n| <=
+    TOLERANCE * max(1, |got|, |n|) + rounding reads as an error of at most TOLERANCE
+    (nan, where one side is not finite, as inf)."""
+    scale = np.maximum(1.0, np.maximum(np.abs(got), np.abs(n))) + rounding / TOLERANCE
+    err = np.abs(got - n) / scale
+    return float(np.max(np.where(np.isnan(err), np.inf, err), initial=0.0))
 
 
 def _gradient_differences(grads, values, b, h):
@@ -288,11 +294,7 @@ def _compare(fn, gradient, wrt, shapes, points, rng, frozen, signature) -> Check
                 if g.shape != np.shape(n):
                     return CheckResult(name, np.nan, "", k, f"the gradient in {p} has shape "
                                        f"{g.shape}, the parameter {np.shape(n)}")
-                # |g - n| <= TOLERANCE * max(1, |g|, |n|) + rounding, as a relative error.
-                scale = np.maximum(1.0, np.maximum(np.abs(g), np.abs(n))) + (
-                    rounding / TOLERANCE)
-                err = np.abs(g - n) / scale
-                err = float(np.max(np.where(np.isnan(err), np.inf, err), initial=0.0))
+                err = _relative_error(g, n, rounding)
                 if err > worst or not where:
                     worst, where = err, f"d{name}/d{p} at point {k + 1}"
     return CheckResult(name, worst, where, points)
