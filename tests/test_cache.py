@@ -352,13 +352,19 @@ def test_clear_removes_only_what_symdiff_wrote(project, monkeypatch, capsys):
     from symdiff.cli import main
 
     tmp_path, cache_dir = project
+    # (symdiff's entry goes into the shard its key names: learnt first elsewhere, so that
+    # the user's folders named like shards are others: symdiff never writes into theirs)
+    run(tmp_path, tmp_path / "scratch")
+    (scratch,) = cache.entries(tmp_path / "scratch")
+    ab, cd, ef, nine = [s for s in ("ab", "cd", "ef", "9a", "9b") if s != scratch.parent.name][:4]
     # The user points the cache at a folder of theirs, holding JSON files of their own.
     cache_dir.mkdir()
     theirs = [cache_dir / "settings.json", cache_dir / "config" / "settings.json",
-              cache_dir / "ab" / "index.json", cache_dir / "cd" / ("0" * 64 + ".json"),
-              cache_dir / "ef" / "deep" / ("1" * 64 + ".json"),
+              cache_dir / ab / "index.json", cache_dir / cd / ("0" * 64 + ".json"),
+              cache_dir / ef / "deep" / ("1" * 64 + ".json"),
               # a folder of theirs holding only names like symdiff's entries and writes
-              cache_dir / "9a" / ("9a" + "2" * 62 + ".json"), cache_dir / "9a" / ".tmp-notes.json"]
+              cache_dir / nine / (nine + "2" * 62 + ".json"),
+              cache_dir / nine / ".tmp-notes.json"]
     for f in theirs:
         f.parent.mkdir(exist_ok=True, parents=True)
         f.write_text(json.dumps({"format": 2, "key": f.stem}))
@@ -368,7 +374,7 @@ def test_clear_removes_only_what_symdiff_wrote(project, monkeypatch, capsys):
     assert main(["cache", "clear"]) == 0
     assert capsys.readouterr().out == "removed 1 entries\n"
     assert not entry.exists() and all(f.exists() for f in theirs)
-    assert not (cache_dir / "9a" / cache.MARKER).exists()  # not taken for one of ours
+    assert not (cache_dir / nine / cache.MARKER).exists()  # not taken for one of ours
     assert not [f for f in entry.parent.iterdir() if f.name != cache.MARKER]  # code file too
 
 
