@@ -15,7 +15,7 @@ import numpy as np
 
 from . import calls, dispatch, kinds, runtime
 from .bound import BoundGradient
-from .build import _build, _Built, _defaults, _remade
+from .build import _build, _Built, _defaults
 from .build import build_source as build_source  # (public here: the CLI reads it here)
 from .errors import SymdiffError
 
@@ -33,14 +33,7 @@ class _Spec:
     floats: bool = True  # built with the float path (math on Python floats)
 
     def ready(self) -> bool:
-        """Whether the build still fits (no helper it calls was redefined since); if so,
-        the module data it reads is read afresh, as a call must see it."""
-        built = self.built
-        if any(get() is not fn or _remade(fn, made) for get, fn, made in built.guards):
-            return False
-        for name, get in built.refresh:
-            built.globals[name] = get()
-        return True
+        return self.built.ready()
 
 
 class Gradient:

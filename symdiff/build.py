@@ -33,6 +33,15 @@ class _Built:
         line = self.source.count("\n", 0, seed.start()) + 1 if seed else 10**9
         object.__setattr__(self, "backward", line)
 
+    def ready(self) -> bool:
+        """Whether the build still fits (no helper it calls or inlined was redefined since);
+        if so, the module data it reads is read afresh, as a call of the function would."""
+        if any(get() is not fn or _remade(fn, made) for get, fn, made in self.guards):
+            return False
+        for name, get in self.refresh:
+            self.globals[name] = get()
+        return True
+
 
 def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_aux=False,
                  floats=True):

@@ -44,16 +44,7 @@ class TangentFunction:
         self.tangents = tangents
 
     def ready(self) -> bool:
-        """Whether the program still fits (no helper it inlined was redefined since); if
-        so, the module data it reads is read afresh, as a call of the function would."""
-        from .build import _remade
-
-        built = self.built
-        if any(get() is not fn or _remade(fn, made) for get, fn, made in built.guards):
-            return False
-        for name, get in built.refresh:
-            built.globals[name] = get()
-        return True
+        return self.built.ready()
 
     def __call__(self, *args):
         self.ready()
