@@ -606,18 +606,21 @@ start = time.perf_counter()
 spec = importlib.util.spec_from_file_location("bench_compare", {path!r})
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-from symdiff import grad
+import symdiff
 imported = time.perf_counter()
-if {call}:
-    grad(module.chain10, wrt=("x", "y", "z"))(0.3, 0.5, 0.7)
+{statement}
 done = time.perf_counter()
 print(json.dumps([imported - start, done - imported, "sympy" in sys.modules]))
 """
+# What the child runs: case 2's gradient, built (or found in the disk cache) and called.
+CHAIN_GRAD = 'symdiff.grad(module.chain10, wrt=("x", "y", "z"))(0.3, 0.5, 0.7)'
 
 
-def child(cache_dir, call):
+def child(cache_dir, statement):
+    """Run ``statement`` in a fresh process importing this file as ``module`` (and
+    symdiff): ``(wall, import time, the statement's time, whether SymPy was imported)``."""
     env = dict(os.environ, SYMDIFF_CACHE_DIR=cache_dir)
-    code = CHILD.format(path=str(Path(__file__).resolve()), call=call)
+    code = CHILD.format(path=str(Path(__file__).resolve()), statement=statement)
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)
@@ -631,9 +634,9 @@ def disk_cache_report(tries):
         print("disk cache: not available yet")
         return
     with tempfile.TemporaryDirectory() as cache_dir:
-        cold = child(cache_dir, True)  # builds, and fills the cache
-        warm = min((child(cache_dir, True) for _ in range(tries)), key=lambda r: r[0])
-        base = min((child(cache_dir, False) for _ in range(tries)), key=lambda r: r[0])
+        cold = child(cache_dir, CHAIN_GRAD)  # builds, and fills the cache
+        warm = min((child(cache_dir, CHAIN_GRAD) for _ in range(tries)), key=lambda r: r[0])
+        base = min((child(cache_dir, "pass") for _ in range(tries)), key=lambda r: r[0])
     print("disk cache, case 2 in a fresh `python -c` process (SYMDIFF_CACHE_DIR a temp dir):")
     for what, (wall, imp, call, sympy_loaded) in (("miss (first process)", cold),
                                                    ("hit (cache warmed)", warm)):

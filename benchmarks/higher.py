@@ -33,10 +33,8 @@ Run: python benchmarks/higher.py [--quick] [--profile]
 
 import argparse
 import cProfile
-import json
 import os
 import pstats
-import subprocess
 import sys
 import tempfile
 import time
@@ -273,31 +271,14 @@ def build_once(what):
     return time.perf_counter() - start
 
 
-CHILD = """\
-import importlib.util, json, sys, time
-start = time.perf_counter()
-spec = importlib.util.spec_from_file_location("bench_compare", {path!r})
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-import symdiff
-imported = time.perf_counter()
-{call}
-print(json.dumps([imported - start, time.perf_counter() - imported]))
-"""
-
 CALLS = {"hessian": "symdiff.hessian(module.chain10, wrt=(0, 1, 2))(0.3, 0.5, 0.7)",
          "grad(grad)": "symdiff.grad(symdiff.grad(module.chain10))(0.3, 0.5, 0.7)"}
 
 
 def build_in_new_process(call):
+    """``(wall, imports, work)`` of ``call`` in a fresh process with an empty disk cache."""
     with tempfile.TemporaryDirectory() as cache_dir:
-        env = dict(os.environ, SYMDIFF_CACHE_DIR=cache_dir)
-        code = CHILD.format(path=str(Path(compare.__file__).resolve()), call=call)
-        start = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, check=True)
-        wall = time.perf_counter() - start
-    imports, work = json.loads(out.stdout.strip().splitlines()[-1])
+        wall, imports, work, _ = compare.child(cache_dir, call)
     return wall, imports, work
 
 
