@@ -423,20 +423,29 @@ def _render(built, fmt, unicode) -> str:
 
     blocks = []
     for b in built:
-        try:
-            f = formula(b.ir)
-            if f.closed:
-                blocks.append(f.pretty(unicode) if fmt == "math" else f.latex())
-                continue
-            note = f.note()
-        except (RecursionError, MemoryError):  # SymPy recursing on a huge formula
-            note = "nested too deeply to print as a formula"
-        if fmt == "math":
-            blocks.append(f"# {b.name}: {note}:\n\n{b.source}")
-        else:
-            blocks.append(f"% {b.name}: {note}:\n\\begin{{verbatim}}\n{b.source}"
-                          "\\end{verbatim}")
+        closed, note = _closed(formula, b, fmt, unicode)
+        blocks.append(closed if closed is not None else _program(b.name, note, b.source, fmt))
     return "\n\n".join(blocks)
+
+
+def _closed(formulas, b, fmt, unicode) -> tuple[str | None, str]:
+    """``(the formulas formulas(b.ir) prints as fmt, "")`` where they are closed, else
+    ``(None, why not)``."""
+    try:
+        f = formulas(b.ir)
+        if f.closed:
+            return (f.pretty(unicode) if fmt == "math" else f.latex()), ""
+        return None, f.note()
+    except (RecursionError, MemoryError):  # SymPy recursing on a huge formula
+        return None, "nested too deeply to print as a formula"
+
+
+def _program(name, note, source, fmt) -> str:
+    """A program shown where formulas are not: under a comment saying why (verbatim in
+    LaTeX)."""
+    if fmt == "latex":
+        return f"% {name}: {note}:\n\\begin{{verbatim}}\n{source}\\end{{verbatim}}"
+    return f"# {name}: {note}:\n\n{source}" if note else source
 
 
 def _render_second(module, built, fmt, unicode, shapes) -> tuple[str, bool]:
@@ -449,14 +458,10 @@ def _render_second(module, built, fmt, unicode, shapes) -> tuple[str, bool]:
     for b in built:
         note = ""
         if fmt != "source":
-            try:
-                f = hessian(b.ir)
-                if f.closed:
-                    blocks.append(f.pretty(unicode) if fmt == "math" else f.latex())
-                    continue
-                note = f.note()
-            except (RecursionError, MemoryError):  # SymPy recursing on a huge formula
-                note = "nested too deeply to print as a formula"
+            closed, note = _closed(hessian, b, fmt, unicode)
+            if closed is not None:
+                blocks.append(closed)
+                continue
         try:
             programs = _second_programs(b, module, shapes)
         except SymdiffError as e:
@@ -468,11 +473,7 @@ def _render_second(module, built, fmt, unicode, shapes) -> tuple[str, bool]:
                              "twice", e), module.path)
             failed = True
             continue
-        if fmt == "latex":
-            blocks.append(f"% {b.name}: {note}:\n\\begin{{verbatim}}\n{programs}"
-                          "\\end{verbatim}")
-        else:
-            blocks.append(f"# {b.name}: {note}:\n\n{programs}" if note else programs)
+        blocks.append(_program(b.name, note, programs, fmt))
     return "\n\n".join(blocks), failed
 
 
