@@ -56,8 +56,30 @@ class Opaque(sp.Symbol):
         return r"\texttt{" + _escape(self.name) + "}"
 
 
+class _Formulas:
+    """What a function's formulas of either order share: whether they are closed, the note
+    said where they are not, and the function's own line."""
+
+    @property
+    def closed(self) -> bool:
+        return not self.reason
+
+    def note(self) -> str:
+        """What is said of a function that has no closed formula."""
+        return f"not a closed formula ({self.reason}); shown as a program"
+
+    def _value_row(self) -> tuple[str, sp.Expr]:
+        return f"{self.name}({', '.join(self.params)}) = ", self.value
+
+    def _latex_value(self) -> tuple[str, str]:
+        """The function's name in LaTeX, and its line ``f(x, y) = ...``."""
+        f = _latex_name(self.name)
+        args = ", ".join(sp.latex(symbol(p)) for p in self.params)
+        return f, f"{f}({args}) = {sp.latex(_display(self.value, self.params))}"
+
+
 @dataclass(frozen=True)
-class Formula:
+class Formula(_Formulas):
     """A function's value and partial derivatives as SymPy expressions of its parameters.
 
     ``reason`` says why there is no closed formula ("" when there is one); then ``value``
@@ -69,10 +91,6 @@ class Formula:
     value: sp.Expr | None
     partials: tuple[tuple[str, sp.Expr], ...]
     reason: str = ""
-
-    @property
-    def closed(self) -> bool:
-        return not self.reason
 
     def pretty(self, unicode: bool = True) -> str:
         """The formulas in SymPy's 2-D pretty print, one ``lhs = rhs`` per block.
@@ -86,7 +104,7 @@ class Formula:
         if not self.closed:
             return f"{self.name}: {self.note()}"
         d = "∂" if unicode else "d"
-        rows = [(f"{self.name}({', '.join(self.params)}) = ", self.value)]
+        rows = [self._value_row()]
         rows += [(f"{d}{self.name}/{d}{p} = ", e) for p, e in self.partials]
         return _pretty_rows(rows, self.params, unicode)
 
@@ -101,17 +119,13 @@ class Formula:
         """
         if not self.closed:
             return f"% {self.name}: {self.note()}"
-        f = _latex_name(self.name)
-        args = ", ".join(sp.latex(symbol(p)) for p in self.params)
-        lines = [f"{f}({args}) = {sp.latex(_display(self.value, self.params))}"]
+        f, head = self._latex_value()
+        lines = [head]
         for p, e in self.partials:
             lines.append(rf"\frac{{\partial {f}}}{{\partial {sp.latex(symbol(p))}}} = "
                          + sp.latex(_display(e, self.params)))
         return "\n".join(lines)
 
-    def note(self) -> str:
-        """What is said of a function that has no closed formula."""
-        return f"not a closed formula ({self.reason}); shown as a program"
 
 
 def formula(ir: IR, max_ops: int = MAX_OPS) -> Formula:
@@ -133,7 +147,7 @@ def formula(ir: IR, max_ops: int = MAX_OPS) -> Formula:
 
 
 @dataclass(frozen=True)
-class HessianFormula:
+class HessianFormula(_Formulas):
     """A function's value and second partial derivatives as SymPy expressions.
 
     ``entries`` holds ``((a, b), d2f/da db)``; a mixed partial is held (and printed)
@@ -146,10 +160,6 @@ class HessianFormula:
     value: sp.Expr | None
     entries: tuple[tuple[tuple[str, str], sp.Expr], ...]
     reason: str = ""
-
-    @property
-    def closed(self) -> bool:
-        return not self.reason
 
     def pretty(self, unicode: bool = True) -> str:
         """The function, then each second partial derivative, in SymPy's pretty print.
@@ -167,7 +177,7 @@ class HessianFormula:
         if not self.closed:
             return f"{self.name}: {self.note()}"
         f = self.name
-        rows = [(f"{f}({', '.join(self.params)}) = ", self.value)]
+        rows = [self._value_row()]
         for (a, b), e in self.entries:
             if unicode:
                 label = f"∂²{f}/∂{a}²" if a == b else f"∂²{f}/∂{a}∂{b}"
@@ -187,19 +197,14 @@ class HessianFormula:
         """
         if not self.closed:
             return f"% {self.name}: {self.note()}"
-        f = _latex_name(self.name)
-        args = ", ".join(sp.latex(symbol(p)) for p in self.params)
-        lines = [f"{f}({args}) = {sp.latex(_display(self.value, self.params))}"]
+        f, head = self._latex_value()
+        lines = [head]
         for (a, b), e in self.entries:
             da, db = sp.latex(symbol(a)), sp.latex(symbol(b))
             below = rf"\partial {da}^{{2}}" if a == b else rf"\partial {da} \partial {db}"
             lines.append(rf"\frac{{\partial^{{2}} {f}}}{{{below}}} = "
                          + sp.latex(_display(e, self.params)))
         return "\n".join(lines)
-
-    def note(self) -> str:
-        """What is said of a function whose Hessian has no closed formula."""
-        return f"not a closed formula ({self.reason}); shown as a program"
 
 
 def hessian(ir: IR, columns: tuple[str, ...] | None = None,
