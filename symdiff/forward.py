@@ -114,10 +114,6 @@ class _Forward:
 
     def run(self, returns: str, name: str) -> Tangent:
         ir = self.ir
-        if ir.trees:
-            raise self._refuse(ir.parsed.node, "forward mode of a function of containers "
-                               "(a dict, tuple or list parameter)",
-                               "pass the arrays as parameters of their own")
         if ir.aux:
             raise self._refuse(ir.parsed.node, "forward mode of a function with has_aux",
                                "differentiate the value alone")
@@ -155,7 +151,9 @@ class _Forward:
                 "regenerate it", "    rather than edit it.", '    """']
         ret = out_dot if returns == "tangent" else f"{result}, {out_dot}"
         lines = head + ["    " + line for line in body] + [f"    return {ret}"]
-        return Tangent(name, "\n".join(lines) + "\n", (*ir.params, *params), tuple(taken), ir,
+        # (A container's leaves are read in the body: the function's own parameters first.)
+        own = tuple(a.arg for a in (*ir.parsed.node.args.posonlyargs, *ir.parsed.node.args.args))
+        return Tangent(name, "\n".join(lines) + "\n", (*own, *params), tuple(taken), ir,
                        self.globals, tuple(self.unreadable.values()))
 
     def _items(self, items) -> list[str]:

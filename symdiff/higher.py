@@ -24,7 +24,7 @@ import weakref
 
 import numpy as np
 
-from . import kinds, runtime
+from . import kinds, pytrees, runtime
 from .api import Gradient
 from .errors import SymdiffError
 
@@ -52,12 +52,15 @@ class TangentFunction:
 
 
 def tangent_function(fun, wrt: tuple[str, ...], seeds: dict[str, str] | None = None,
-                     returns: str = "both", name: str = "") -> TangentFunction:
+                     returns: str = "both", name: str = "", trees: tuple = ()
+                     ) -> TangentFunction:
     """The tangent program of ``fun`` along the parameters ``wrt`` (names), compiled and
     kept per function and options, in memory and on disk (as gradients are: ``build``).
-    ``seeds`` fixes some tangents (``{"x": "1.0"}``)."""
+    ``seeds`` fixes some tangents (``{"x": "1.0"}``). ``trees``: ``(parameter, kind)`` of
+    each container in ``wrt`` (``_trees``), whose leaves then take a tangent each, in order
+    (``params_W_dot``); the program is built for those kinds, and kept per kinds."""
     seeds = tuple(sorted((seeds or {}).items()))
-    key = (wrt, seeds, returns, name, getattr(fun, "__code__", None))
+    key = (wrt, seeds, returns, name, trees, getattr(fun, "__code__", None))
     try:
         per_fn = _TANGENTS.setdefault(fun, {})
     except TypeError:
@@ -65,15 +68,17 @@ def tangent_function(fun, wrt: tuple[str, ...], seeds: dict[str, str] | None = N
     found = per_fn.get(key)
     if found is not None and found.ready():
         return found
-    found = per_fn[key] = _tangent_built(fun, wrt, dict(seeds), returns, name)
+    found = per_fn[key] = _tangent_built(fun, wrt, dict(seeds), returns, name, trees)
     return found
 
 
-def _tangent_built(fun, wrt, seeds, returns, name) -> TangentFunction:
+def _tangent_built(fun, wrt, seeds, returns, name, trees=()) -> TangentFunction:
     from . import cache
     from .build import _Built, _from_entry, _guards, _refreshers, _without_default_code
 
     options = ("tangent program", wrt, sorted(seeds.items()), returns, name)
+    if trees:  # (the kinds as text, as a gradient's: a cache key is made of the options' repr)
+        options += ([(n, str(k)) for n, k in trees],)
     entry = cache.load(fun, options)
     built = _from_entry(fun, entry) if entry is not None else None
     if built is not None and isinstance(entry.get("params"), list):
@@ -87,7 +92,7 @@ def _tangent_built(fun, wrt, seeds, returns, name) -> TangentFunction:
 
     parsed = _without_default_code(parse(fun))
     try:
-        ir = lower(parsed, wrt, None)
+        ir = lower(parsed, wrt, dict(trees) or None)
         program = tangent_program(ir, seeds, returns, name)
     except SymdiffError:
         raise
@@ -141,13 +146,59 @@ def _names(fun, wrt) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _container(fun, name, value, what):
-    """Refuse a dict, tuple or list argument where ``what`` (a transformation) would
-    differentiate it: not supported yet (grad takes them)."""
-    if isinstance(kinds.kind(value), (kinds.Dict, kinds.Tuple, kinds.List)):
-        raise SymdiffError(f"{what} of {fun.__qualname__}: {name} is a "
-                           f"{type(value).__name__}; {what} does not differentiate containers "
-                           "yet (grad does): pass their arrays as arguments of their own")
+def _float_leaves(fun, name, value, what):
+    """Refuse an argument ``what`` (jacobian, hessian) would differentiate that is not a
+    float, or a container with a leaf that is not (named by its path: ``p['n']``)."""
+    for path, leaf in pytrees.flatten(value, name):
+        if not _floating(leaf):
+            raise SymdiffError(f"{what} of {fun.__qualname__} with respect to {path}: {path} "
+                               f"is {kinds.kind(leaf)}, not a float")
+
+
+def _trees(fun, names, args) -> tuple:
+    """``(parameter, kind)`` of each of ``names`` whose argument is a container: its
+    tangent program takes a tangent per leaf (``tangent_function``)."""
+    params = _positional(fun)
+    return tuple((n, kinds.kind(args[params.index(n)])) for n in names
+                 if pytrees.is_container(args[params.index(n)]))
+
+
+def _flat(values) -> list:
+    """The leaves of each value in turn: the tangents a tangent program takes."""
+    return [leaf for v in values for _, leaf in pytrees.flatten(v)]
+
+
+class _Flat:
+    """A call's arguments with each container among ``names`` replaced by its leaves, each
+    a parameter of its own named by its path (``p['W']``): what the column loops of
+    jacobian and hessian run on, as on arrays; ``rebuilt`` gives results the structure."""
+
+    def __init__(self, params, args, names):
+        self.given = dict(zip(params, args, strict=False))
+        self.params, self.args, self.leaves = [], [], {}
+        for p, a in self.given.items():
+            found = pytrees.flatten(a, p) if p in names else [(p, a)]
+            self.leaves[p] = [path for path, _ in found]
+            self.params += self.leaves[p]
+            self.args += [leaf for _, leaf in found]
+
+    def names(self, wrt) -> tuple:
+        return tuple(leaf for w in wrt for leaf in self.leaves[w])
+
+    def rebuilt(self, name, items):
+        """``items`` (one per leaf of ``name``) in the structure of ``name``'s argument."""
+        return _structured(self.given[name], items)
+
+    def calling(self, fn, flat_out=False):
+        """``fn`` (of the arguments as given, then more) as a function of the leaves; with
+        ``flat_out``, its results (one per parameter differentiated) as leaves too."""
+        def call(*args):
+            leaves, given = iter(args), []
+            for p in self.leaves:
+                given.append(self.rebuilt(p, [next(leaves) for _ in self.leaves[p]]))
+            out = fn(*given, *leaves)
+            return _flat(out) if flat_out else out
+        return call
 
 
 def _floating(value) -> bool:
@@ -177,12 +228,15 @@ def jvp(fun, primals, tangents):
     >>> jvp(f, (0.0,), (1.0,))
     (0.0, 2.0)
     """
-    primals, tangents = _pair(primals, tangents)
+    primals, tangents = _pair(primals, tangents, fun)
     _not_of_jacobian(fun, "jvp")
     primals, tangents = _defaulted(getattr(fun, "fun", fun), primals, tangents)
     # An argument whose tangent is zero is held constant: jvp(f, (w, X), (v, 0 * X))
-    # differentiates in w alone (a plan of its own).
-    zero = tuple(map(_zero, tangents))
+    # differentiates in w alone (a plan of its own). (A container's: leaf by leaf, since
+    # an integer leaf must have a zero tangent.)
+    zero = tuple(tuple(_zero(leaf) for _, leaf in pytrees.flatten(t, like=p))
+                 if pytrees.is_container(p) else _zero(t)
+                 for p, t in zip(primals, tangents, strict=True))
     key = (tuple(map(kinds.key, primals)), zero)
     try:
         plans = _PLANS.setdefault(fun, {})
@@ -218,13 +272,23 @@ def _plan(fun, primals, zero):
             value = fun(*primals)
             return value, _zero_like(value)
         return constant, used
-    tangent_function(fun, wrt)  # (built now: its errors are the plan's)
+    trees = _trees(fun, wrt, primals)
+    tangent_function(fun, wrt, trees=trees)  # (built now: its errors are the plan's)
 
     def run(primals, t):
+        t = _tangent_leaves([primals[i] for i in used], t)
         # (found again at each call: a helper redefined since makes a new program)
-        value, dot = tangent_function(fun, wrt)(*primals, *t)
+        value, dot = tangent_function(fun, wrt, trees=trees)(*primals, *t)
         return value, runtime._fit(dot, value, copy=any(dot is u for u in t))
     return run, used
+
+
+def _tangent_leaves(primals, tangents) -> list:
+    """The tangents as a tangent program takes them: a container's leaf by leaf, in its
+    primal's order (a leaf that is a list of numbers as an array, as NumPy reads it)."""
+    return [np.asarray(leaf, dtype=float) if type(leaf) is list else leaf
+            for p, t in zip(primals, tangents, strict=True)
+            for _, leaf in pytrees.flatten(t, like=p)]
 
 
 def _zero(t) -> bool:
@@ -238,14 +302,24 @@ def _zero(t) -> bool:
     return not np.any(t)
 
 
-def _pair(primals, tangents):
+def _pair(primals, tangents, fun):
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise SymdiffError("jvp(f, primals, tangents): primals and tangents must be tuples "
                            "(or lists) of the arguments, as JAX's: jvp(f, (x,), (v,))")
     if len(primals) != len(tangents):
         raise SymdiffError(f"jvp: {len(primals)} primals but {len(tangents)} tangents: "
                            "give one tangent per argument")
+    code = getattr(getattr(fun, "fun", fun), "__code__", None)
+    names = code.co_varnames[:code.co_argcount] if code is not None else ()
     for i, (p, t) in enumerate(zip(primals, tangents, strict=True)):
+        if pytrees.is_container(p) or pytrees.is_container(t):
+            name = names[i] if i < len(names) else f"argument {i}"
+            found = pytrees.mismatch(p, t, name)
+            if found is not None:
+                raise SymdiffError(f"jvp of {getattr(fun, '__qualname__', fun)}: the tangent "
+                                   f"of {name} does not have its primal's structure: {found}; "
+                                   "give a tangent of the same containers, keys and shapes")
+            continue
         if np.shape(p) != np.shape(t):
             raise SymdiffError(f"jvp: the tangent of argument {i} has shape {np.shape(t)}, "
                                f"its primal {np.shape(p)}: they must be the same")
@@ -257,8 +331,17 @@ def _differentiated(fun, params, primals, zero) -> tuple[str, ...]:
     integer or boolean one must come with a zero tangent (it is held constant)."""
     wrt = []
     for name, p, z in zip(params, primals, zero, strict=False):
-        if not z:
-            _container(fun, name, p, "jvp")
+        if isinstance(z, tuple):  # a container: z per leaf
+            for (path, leaf), leaf_zero in zip(pytrees.flatten(p, name), z, strict=True):
+                if not _floating(np.asarray(leaf) if type(leaf) is list else leaf) and \
+                        not leaf_zero:
+                    raise SymdiffError(
+                        f"jvp of {fun.__qualname__}: {path} is {kinds.kind(leaf)}, held "
+                        "constant, but its tangent is not zero; pass it as a float to "
+                        "differentiate it")
+            if not all(z):
+                wrt.append(name)
+            continue
         if _floating(p):
             if not z:
                 wrt.append(name)
@@ -297,25 +380,45 @@ def _plan_of_gradient(gradient, primals, zero):
     params = _positional(fun)
     wrt = _names(fun, gradient.wrt)
     for w in wrt:
-        if not _floating(primals[params.index(w)]):
-            raise SymdiffError(f"jvp of grad({fun.__qualname__}): {w} is not a float "
-                               "argument; it cannot be differentiated")
+        for path, leaf in pytrees.flatten(primals[params.index(w)], w):
+            if not _floating(leaf):
+                raise SymdiffError(f"jvp of grad({fun.__qualname__}): {path} is not a float "
+                                   "argument; it cannot be differentiated")
     # (grad f itself comes from the tangents of W: they are taken even where zero)
     active = tuple(p for p in params[:len(primals)] if p in wrt or p in _differentiated(
         fun, params, primals, zero))
-    tf = tangent_function(fun, active, returns="tangent")
-    n = len(tf.params) - len(active)
-    slots = tuple([params.index(w) for w in wrt] + [n + active.index(w) for w in wrt])
+    trees = _trees(fun, active, primals)
+    tf = tangent_function(fun, active, returns="tangent", trees=trees)
+    n = len(tf.params) - len(tf.tangents)
+    # A container's leaves take a tangent each: where each parameter's first one is.
+    counts = [len(pytrees.flatten(primals[params.index(a)])) for a in active]
+    starts = dict(zip(active, np.cumsum([0, *counts[:-1]]).tolist(), strict=True))
+    sizes = dict(zip(active, counts, strict=True))
+    slots = tuple([params.index(w) for w in wrt] +
+                  [n + starts[w] + i for w in wrt for i in range(sizes[w])])
     k = len(wrt)
     used = [params.index(a) for a in active]
 
     def run(primals, t):
-        inner = _gradient_of(tangent_function(fun, active, returns="tangent"), slots)
+        t = _tangent_leaves([primals[i] for i in used], t)
+        inner = _gradient_of(tangent_function(fun, active, returns="tangent", trees=trees),
+                             slots)
         out = inner(*primals, *t)
+        leaves = iter(out[k:])  # (grad f, leaf by leaf: in W's structure again)
+        grads = [_structured(primals[params.index(w)], [next(leaves) for _ in range(sizes[w])])
+                 for w in wrt]
         if gradient.as_tuple:
-            return tuple(out[k:]), tuple(out[:k])
-        return out[1], out[0]
+            return tuple(grads), tuple(out[:k])
+        return grads[0], out[0]
     return run, used
+
+
+def _structured(like, items):
+    """``items`` (one per leaf of ``like``) in ``like``'s structure."""
+    if not pytrees.is_container(like):
+        (item,) = items
+        return item
+    return pytrees.unflatten(like, iter(items))
 
 
 def _plain(gradient, what):
@@ -454,12 +557,10 @@ class Jacobian:
         params = _positional(fun)
         wrt = _names(fun, self.wrt)
         for w in wrt:
-            _container(fun, w, args[params.index(w)], "jacobian")
-            if not _floating(args[params.index(w)]):
-                raise SymdiffError(f"jacobian of {fun.__qualname__} with respect to {w}: "
-                                   f"{w} is {kinds.kind(args[params.index(w)])}, not a float")
+            _float_leaves(fun, w, args[params.index(w)], "jacobian")
         value = fun(*args)
-        sizes = [np.size(args[params.index(w)]) for w in wrt]
+        sizes = [np.size(leaf) for w in wrt for _, leaf in pytrees.flatten(
+            args[params.index(w)])]
         if sum(sizes) <= max(np.size(value), 1):
             blocks = self._forward(fun, params, wrt, args, value)
         else:
@@ -468,8 +569,12 @@ class Jacobian:
 
     def _forward(self, fun, params, wrt, args, value):
         along = tuple(dict.fromkeys(wrt))  # (wrt=(0, 0) takes one tangent of x)
-        tf = tangent_function(fun, along)
+        tf = tangent_function(fun, along, trees=_trees(fun, along, args))
         args, _ = _defaulted(fun, args, args)
+        # A container's leaves are parameters of their own here; its blocks are rebuilt.
+        flat = _Flat(params, args, along)
+        given, tf = wrt, flat.calling(tf)
+        params, args, wrt, along = flat.params, flat.args, flat.names(wrt), flat.names(along)
         blocks = []
         for w in wrt:
             x = args[params.index(w)]
@@ -483,11 +588,14 @@ class Jacobian:
                 _, dot = tf(*args, *t)
                 block[(...,) + j] = dot
             blocks.append(block)
-        return blocks
+        return _regrouped(flat, given, blocks)
 
     def _reverse(self, fun, params, wrt, args, value):
         g = _contracted(fun, len(params))
         grad = Gradient(g, tuple(params.index(w) for w in wrt), as_tuple=True)
+        flat = _Flat(params, args, wrt)
+        given, grad = wrt, flat.calling(grad, flat_out=True)
+        params, args, wrt = flat.params, flat.args, flat.names(wrt)
         blocks = [np.zeros(np.shape(value) + np.shape(args[params.index(w)]),
                            _precision(args, params, wrt)) for w in wrt]
         for i in np.ndindex(*np.shape(value)):
@@ -495,7 +603,7 @@ class Jacobian:
             u[i] = 1.0
             for block, row in zip(blocks, grad(*args, u), strict=True):
                 block[i] = row
-        return blocks
+        return _regrouped(flat, given, blocks)
 
     # --- a Hessian's closed formulas (symdiff.formula) and notebook display ---
 
@@ -560,6 +668,13 @@ class Jacobian:
         return f"{head}\n\n{program}\n"
 
 
+def _regrouped(flat, wrt, blocks) -> list:
+    """One block per leaf of ``wrt``'s parameters, in order -> one per parameter, in its
+    structure (JAX's: a container's Jacobian is the container of its leaves')."""
+    blocks = iter(blocks)
+    return [flat.rebuilt(w, [next(blocks) for _ in flat.leaves[w]]) for w in wrt]
+
+
 _CONTRACTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -597,16 +712,17 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
     outer = _names(fun, gradient.wrt)
     inner = _names(fun, wrt)
     for w in (*outer, *inner):
-        _container(fun, w, args[params.index(w)], "hessian")
-        if not _floating(args[params.index(w)]):
-            raise SymdiffError(f"hessian of {fun.__qualname__} with respect to {w}: {w} is "
-                               f"{kinds.kind(args[params.index(w)])}, not a float")
+        _float_leaves(fun, w, args[params.index(w)], "hessian")
     # One tangent program along every parameter of wrt (one build, not one per
     # parameter); a column's tangent is a basis vector in one of them, zero in the rest.
     along = tuple(dict.fromkeys(inner))
-    tf = tangent_function(fun, along, returns="tangent")
-    n = len(tf.params) - len(along)
+    tf = tangent_function(fun, along, returns="tangent", trees=_trees(fun, along, args))
     g = _gradient_of(tf, tuple(params.index(a) for a in outer))
+    # A container's leaves are parameters of their own here; the blocks are nested after.
+    flat = _Flat(params, args, (*outer, *inner))
+    given, g = (outer, inner), flat.calling(g, flat_out=True)
+    params, args, n = flat.params, flat.args, len(flat.args)
+    outer, inner, along = flat.names(outer), flat.names(inner), flat.names(along)
     zeros = [np.zeros(np.shape(args[params.index(b)])) for b in along]
     blocks = {}
     for k, b in enumerate(along):
@@ -620,9 +736,18 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
             column = g(*args[:n], *zeros[:k], e, *zeros[k + 1:])
             for a, c in zip(outer, column, strict=True):
                 blocks[a, b][(...,) + j] = c
-    rows = [tuple(blocks[a, b] for b in inner) if as_tuple else blocks[a, inner[0]]
-            for a in outer]
-    return tuple(rows) if gradient.as_tuple else rows[0]
+    return _nested(flat, *given, blocks, as_tuple, gradient.as_tuple)
+
+
+def _nested(flat, outer, inner, blocks, as_tuple, outer_tuple):
+    """``blocks[a, b]`` (a and b leaves) in JAX's layout: the outer parameters' structure
+    (a tuple of them for a tuple wrt), and at each of its leaves a, the inner parameters'
+    (a tuple where ``as_tuple``), whose leaves b hold the blocks."""
+    def at(a):
+        per = [flat.rebuilt(b, [blocks[a, leaf] for leaf in flat.leaves[b]]) for b in inner]
+        return tuple(per) if as_tuple else per[0]
+    rows = [flat.rebuilt(w, [at(a) for a in flat.leaves[w]]) for w in outer]
+    return tuple(rows) if outer_tuple else rows[0]
 
 
 def _precision(args, params, names):
