@@ -150,7 +150,7 @@ def _float_leaves(fun, name, value, what):
     """Refuse an argument ``what`` (jacobian, hessian) would differentiate that is not a
     float, or a container with a leaf that is not (named by its path: ``p['n']``)."""
     for path, leaf in pytrees.flatten(value, name):
-        if not _floating(leaf):
+        if not _floating_leaf(leaf):
             raise SymdiffError(f"{what} of {fun.__qualname__} with respect to {path}: {path} "
                                f"is {kinds.kind(leaf)}, not a float")
 
@@ -175,6 +175,7 @@ class _Flat:
 
     def __init__(self, params, args, names):
         self.given = dict(zip(params, args, strict=False))
+        self.flattened = set(names)  # (a container not among them is one argument)
         self.params, self.args, self.leaves = [], [], {}
         for p, a in self.given.items():
             found = pytrees.flatten(a, p) if p in names else [(p, a)]
@@ -187,6 +188,9 @@ class _Flat:
 
     def rebuilt(self, name, items):
         """``items`` (one per leaf of ``name``) in the structure of ``name``'s argument."""
+        if name not in self.flattened:
+            (item,) = items
+            return item
         return _structured(self.given[name], items)
 
     def calling(self, fn, flat_out=False):
@@ -206,6 +210,11 @@ def _floating(value) -> bool:
     if isinstance(k, kinds.Number):
         return k.type == "float"
     return isinstance(k, kinds.Array) and np.dtype(k.dtype).kind == "f"
+
+
+def _floating_leaf(leaf) -> bool:
+    """A leaf of a container: a list there is a list of numbers, read as an array."""
+    return _floating(np.asarray(leaf) if type(leaf) is list else leaf)
 
 
 # --- jvp ---
@@ -333,8 +342,7 @@ def _differentiated(fun, params, primals, zero) -> tuple[str, ...]:
     for name, p, z in zip(params, primals, zero, strict=False):
         if isinstance(z, tuple):  # a container: z per leaf
             for (path, leaf), leaf_zero in zip(pytrees.flatten(p, name), z, strict=True):
-                if not _floating(np.asarray(leaf) if type(leaf) is list else leaf) and \
-                        not leaf_zero:
+                if not _floating_leaf(leaf) and not leaf_zero:
                     raise SymdiffError(
                         f"jvp of {fun.__qualname__}: {path} is {kinds.kind(leaf)}, held "
                         "constant, but its tangent is not zero; pass it as a float to "
@@ -381,7 +389,7 @@ def _plan_of_gradient(gradient, primals, zero):
     wrt = _names(fun, gradient.wrt)
     for w in wrt:
         for path, leaf in pytrees.flatten(primals[params.index(w)], w):
-            if not _floating(leaf):
+            if not _floating_leaf(leaf):
                 raise SymdiffError(f"jvp of grad({fun.__qualname__}): {path} is not a float "
                                    "argument; it cannot be differentiated")
     # (grad f itself comes from the tangents of W: they are taken even where zero)

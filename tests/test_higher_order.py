@@ -7,6 +7,8 @@ central differences of the function along it; each second derivative against cen
 differences of the (first-order, separately tested) gradient; JAX where installed.
 """
 
+from functools import partial
+
 import numpy as np
 import pytest
 from gradcheck import load
@@ -848,3 +850,252 @@ def f(x, y):
         np.testing.assert_allclose(hv, hvj, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(jacobian(grad(f, wrt=0), wrt=1)(x, y), HJ[0][1], rtol=1e-12,
                                atol=1e-14)
+
+
+# --- containers: dict, tuple and list parameters (nested), as grad takes them ---
+
+TREES = load("""
+import numpy as np
+
+
+def dense(params, X):
+    W, b = params["W"], params["b"]
+    return np.sum(np.tanh(X @ W + b) ** 2) * params["scale"]
+
+
+def layers(ws, x):
+    h = x
+    for W, b in ws:
+        h = np.tanh(W @ h + b)
+    return np.sum(h ** 2)
+
+
+def pair(p, x):
+    a, s = p
+    return np.sum(np.sin(a * x)) * s ** 3
+
+
+def nested(p, x):
+    return np.sum(p["a"][0] * x) ** 2 * p["a"][1]["k"] + np.sum(p["c"]) * np.sum(x ** 3)
+
+
+def spread(p, x):
+    return np.sin(p[0] * x) + np.sum(p[1] ** 2) * x
+
+
+def wide(p, x):
+    return np.tanh(p["W"] @ x) * p["s"]
+
+
+def scaled(p, s):
+    return np.sum(np.sin(p["W"] * s)) * p["b"] ** 2 * s + np.sum(p["v"][0] * p["v"][1]) * s ** 2
+""")
+
+
+def _numbers(t) -> bool:
+    return type(t) is list and all(type(i) in (int, float) for i in t)
+
+
+def _map(fn, *trees):
+    """fn at each leaf of trees of one structure (a list of numbers is a leaf: an array)."""
+    t = trees[0]
+    if type(t) is dict:
+        assert all(list(u) == list(t) for u in trees)
+        return {k: _map(fn, *(u[k] for u in trees)) for k in t}
+    if type(t) in (tuple, list) and not _numbers(t):
+        assert all(type(u) is type(t) for u in trees)
+        return type(t)(_map(fn, *items) for items in zip(*trees, strict=True))
+    return fn(*trees)
+
+
+def _leaves(tree, like=None) -> list:
+    """tree's leaves, where like (of tree's structure at its top) has leaves."""
+    like = tree if like is None else like
+    if type(like) is dict:
+        return [x for k in like for x in _leaves(tree[k], like[k])]
+    if type(like) in (tuple, list) and not _numbers(like):
+        return [x for i, item in enumerate(like) for x in _leaves(tree[i], item)]
+    return [tree]
+
+
+def _random(tree, seed):
+    rng = np.random.default_rng(seed)
+
+    def leaf(a):
+        if _numbers(a):
+            return [float(v) for v in rng.standard_normal(len(a))]
+        return rng.standard_normal(np.shape(a)) if np.ndim(a) else float(rng.standard_normal())
+    return _map(leaf, tree)
+
+
+def _moved(args, tangents, h):
+    return [_map(lambda a, t: np.asarray(a, dtype=float) + h * np.asarray(t), a, t)
+            for a, t in zip(args, tangents, strict=True)]
+
+
+def _along_tree(f, args, tangents, h=1e-6):
+    """Central differences of f (its value's leaves) along the tangents."""
+    plus, minus = f(*_moved(args, tangents, h)), f(*_moved(args, tangents, -h))
+    return [(np.asarray(p, dtype=float) - np.asarray(m, dtype=float)) / (2 * h)
+            for p, m in zip(_leaves(plus), _leaves(minus), strict=True)]
+
+
+_R3 = np.random.default_rng(11)
+TREE_CASES = [
+    ("dense", ({"W": _R3.standard_normal((3, 2)), "b": _R3.standard_normal(2), "scale": 0.7},
+               _R3.standard_normal((4, 3)))),
+    ("layers", ([(_R3.standard_normal((3, 2)), _R3.standard_normal(3)),
+                 (_R3.standard_normal((1, 3)), 0.5)], _R3.standard_normal(2))),
+    ("pair", ((_R3.standard_normal(3), 0.4), _R3.standard_normal(3))),
+    ("nested", ({"a": [_R3.standard_normal(3), {"k": 0.3}], "c": [1.0, 2.0]},
+                _R3.standard_normal(3))),
+]
+TREE_IDS = [c[0] for c in TREE_CASES]
+
+
+@pytest.mark.parametrize(("name", "args"), TREE_CASES, ids=TREE_IDS)
+def test_jvp_of_a_function_of_containers(name, args):
+    f = getattr(TREES, name)
+    tangents = [_random(a, k) for k, a in enumerate(args)]
+    value, dot = jvp(f, args, tangents)
+    assert value == pytest.approx(f(*args), rel=1e-14)
+    (expected,) = _along_tree(f, args, tangents)
+    assert dot == pytest.approx(float(expected), rel=1e-6, abs=1e-8)
+    grads = grad(f, wrt=(0, 1))(*args)
+    contracted = sum(np.sum(np.asarray(g) * np.asarray(t)) for g, t in zip(
+        _leaves(grads, args), _leaves(tangents, args), strict=True))
+    assert dot == pytest.approx(contracted, rel=1e-10, abs=1e-12)
+    # a container held constant (its tangent zero): its leaves are read, not differentiated
+    held = [_map(lambda a: 0.0 * np.asarray(a), tangents[0]), tangents[1]]
+    assert jvp(f, args, held)[1] == pytest.approx(float(np.sum(grads[1] * tangents[1])),
+                                                  rel=1e-10, abs=1e-12)
+
+
+@pytest.mark.parametrize(("name", "args"), TREE_CASES, ids=TREE_IDS)
+def test_hessian_vector_products_and_hessians_of_containers(name, args):
+    f = getattr(TREES, name)
+    g = grad(f, wrt=(0, 1))
+    tangents = [_random(a, 3 + k) for k, a in enumerate(args)]
+    value, hv = jvp(g, args, tangents)
+    for got, want in zip(_leaves(value, args), _leaves(g(*args), args), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    expected = _along_tree(g, args, tangents)
+    _map(lambda a, v: None, list(args), list(hv))  # (hv has the parameters' structure)
+    for got, want in zip(_leaves(hv, args), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # the Hessian's blocks, contracted with the tangents, are the same product
+    H = hessian(f, wrt=(0, 1))(*args)
+    rows = [row for i in range(2) for row in _leaves(H[i], args[i])]
+    t = [_leaves(tangents[j], args[j]) for j in range(2)]
+    for row, want in zip(rows, expected, strict=True):
+        got = sum(np.tensordot(block, np.asarray(u), np.ndim(u))
+                  for j in range(2) for block, u in zip(_leaves(row[j], args[j]), t[j],
+                                                        strict=True))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("spread", ((0.3, np.array([0.5, -1.0])), _R3.standard_normal(5))),  # forward: 3 columns
+    ("wide", ({"W": _R3.standard_normal((2, 3)), "s": 1.5}, _R3.standard_normal(3))),  # rows
+    *TREE_CASES[:2],  # a scalar's Jacobian: the gradient's layout
+])
+def test_jacobian_in_containers_contracted_with_a_tangent(name, args):
+    f = getattr(TREES, name)
+    tangents = [_random(a, 7 + k) for k, a in enumerate(args)]
+    J = jacobian(f, wrt=(0, 1))(*args)
+    got = sum(np.tensordot(block, np.asarray(u), np.ndim(u)) for j in range(2)
+              for block, u in zip(_leaves(J[j], args[j]), _leaves(tangents[j], args[j]),
+                                  strict=True))
+    (expected,) = _along_tree(f, args, tangents)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert _leaves(jacobian(f)(*args), args[0])[0].shape == \
+        np.shape(f(*args)) + np.shape(_leaves(args[0])[0])
+
+
+@pytest.mark.parametrize("p", [
+    {"W": _R3.standard_normal((2, 3)), "b": 0.7, "v": (_R3.standard_normal(2), 1.5)},
+    {"W": _R3.standard_normal(3), "b": 1.2, "v": [np.ones(2), _R3.standard_normal(2)]},
+], ids=["dict-tuple", "dict-list"])
+def test_grad_in_a_container_of_a_derivative_in_a_scalar(p):
+    f = TREES.scaled
+    s = 0.4
+    got = grad(grad(f, wrt=1), wrt=0)(p, s)
+    inner = grad(f, wrt=1)
+    # central differences of df/ds in each entry of each leaf of p
+    for k, (got_leaf, base) in enumerate(zip(_leaves(got, p), _leaves(p), strict=True)):
+        assert np.shape(got_leaf) == np.shape(base)
+        expected = np.zeros(np.shape(base))
+        for j in np.ndindex(*np.shape(base)):
+            e = _map(lambda a: np.zeros(np.shape(a)), p)
+            _leaves(e)[k][j] = 1.0
+            (expected[j],) = _along_tree(inner, [p, s], [e, 0.0])
+        np.testing.assert_allclose(got_leaf, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_transformations_of_containers_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+
+    def dense(params, X):
+        W, b = params["W"], params["b"]
+        return jnp.sum(jnp.tanh(X @ W + b) ** 2) * params["scale"]
+
+    def layers(ws, x):
+        h = x
+        for W, b in ws:
+            h = jnp.tanh(W @ h + b)
+        return jnp.sum(h ** 2)
+
+    def pair(p, x):
+        a, s = p
+        return jnp.sum(jnp.sin(a * x)) * s ** 3
+
+    def nested(p, x):
+        return jnp.sum(p["a"][0] * x) ** 2 * p["a"][1]["k"] + jnp.sum(jnp.asarray(p["c"])) * \
+            jnp.sum(x ** 3)
+
+    def wide(p, x):
+        return jnp.tanh(p["W"] @ x) * p["s"]
+
+    def scaled(p, s):
+        return jnp.sum(jnp.sin(p["W"] * s)) * p["b"] ** 2 * s + \
+            jnp.sum(p["v"][0] * p["v"][1]) * s ** 2
+
+    def same(ours, theirs):
+        # JAX's structure, nested as JAX nests it, then each leaf's value
+        ours = _map(np.asarray, ours)
+        assert jax.tree_util.tree_structure(ours) == jax.tree_util.tree_structure(theirs)
+        for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs),
+                        strict=True):
+            assert np.shape(a) == np.shape(b)
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+    def arrays(tree):
+        return _map(lambda a: np.asarray(a) if _numbers(a) else a, tree)
+
+    # (jit: one compilation per reference, where JAX run op by op compiles each operation)
+    refs = {"dense": dense, "layers": layers, "pair": pair, "nested": nested}
+    for name, args in TREE_CASES:
+        f, ref, jargs = getattr(TREES, name), refs[name], [arrays(a) for a in args]
+        tangents = [_random(a, 1) for a in args]
+        jt = [arrays(t) for t in tangents]
+        assert jvp(f, args, tangents)[1] == pytest.approx(
+            float(jax.jit(partial(jax.jvp, ref))(jargs, jt)[1]), rel=1e-10)
+        H = hessian(f, wrt=(0, 1))(*args)
+        HJ = jax.jit(jax.hessian(ref, argnums=(0, 1)))(*jargs)
+        same(H, HJ)
+        # in argument 0 alone: at each of its leaves, the first of the pair above
+        for row, alone in zip(_leaves(H[0], args[0]), _leaves(hessian(f)(*args), args[0]),
+                              strict=True):
+            same(alone, row[0])
+        g, hv = jvp(grad(f), args, tangents)
+        gj, hvj = jax.jit(partial(jax.jvp, jax.grad(ref)))(jargs, jt)
+        same(g, gj)
+        same(hv, hvj)
+    p, x = {"W": _R3.standard_normal((2, 3)), "s": 1.5}, _R3.standard_normal(3)
+    same(jacobian(TREES.wide, wrt=(0, 1))(p, x),
+         jax.jit(jax.jacobian(wide, argnums=(0, 1)))(p, x))
+    p = {"W": _R3.standard_normal((2, 3)), "b": 0.7, "v": [_R3.standard_normal(2), 1.5]}
+    same(grad(grad(TREES.scaled, wrt=1), wrt=0)(p, 0.4),
+         jax.jit(jax.grad(jax.grad(scaled, argnums=1), argnums=0))(p, 0.4))
