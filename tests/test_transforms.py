@@ -8,6 +8,7 @@ import inspect
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -313,6 +314,195 @@ def test_hessian_matches_jax():
 def test_a_vector_output_given_to_grad_points_to_jacobian():
     assert "take jacobian(f) for the derivatives of every element" in text_of(
         lambda: grad(M.squares)(np.ones(2)))
+
+
+# --- containers: dict, tuple and list parameters, as grad takes them (JAX's layouts) ---
+
+T = load("""
+    import numpy as np
+
+    def dense(params, x):
+        return np.sum(np.tanh(params["W"] @ x) * params["b"]) + params["s"] ** 2
+
+    def rows(params, x):
+        return np.tanh(params["W"] @ x) * params["s"]
+
+    def pair(p, x):
+        a, s = p
+        return np.sum(a * x) * s ** 3
+
+    def counted(p, x):
+        return np.sum(p["w"] * x) * p["n"]
+""")
+
+
+def _dense_args(dtype=np.float64):
+    params = {"W": np.arange(6.0).reshape(2, 3).astype(dtype) / 10, "b": np.ones(2, dtype),
+              "s": 0.5}
+    return params, np.array([0.1, -0.2, 0.3], dtype)
+
+
+def _shapes(tree):
+    if type(tree) is dict:
+        return {k: _shapes(v) for k, v in tree.items()}
+    if type(tree) in (tuple, list):
+        return type(tree)(map(_shapes, tree))
+    return np.shape(tree)
+
+
+def test_jvp_of_a_container_takes_a_tangent_of_its_structure():
+    params, x = _dense_args()
+    v = {"W": np.ones((2, 3)), "b": np.zeros(2), "s": 1.0}
+    value, tangent = jvp(T.dense, (params, x), (v, np.zeros(3)))
+    assert value == T.dense(params, x)
+    g = grad(T.dense)(params, x)
+    assert tangent == pytest.approx(np.sum(g["W"]) + g["s"], rel=1e-12)
+
+
+@pytest.mark.parametrize(("tangent", "says"), [
+    ({"W": np.ones(3), "b": np.ones(2), "s": 1.0},
+     "params['W'] has shape (3,) in the tangent, (2, 3) in the primal"),
+    ({"W": np.ones((2, 3)), "s": 1.0},
+     "params has the keys ['W', 's'] in the tangent, ['W', 'b', 's'] in the primal"),
+    ((np.ones((2, 3)), np.ones(2), 1.0), "params is a tuple in the tangent, a dict in the primal"),
+    ({"W": np.ones((2, 3)), "b": [np.ones(1), np.ones(1)], "s": 1.0},
+     "params['b'] is a list in the tangent, an array of shape (2,) in the primal"),
+])
+def test_jvp_refuses_a_tangent_of_another_structure(tangent, says):
+    params, x = _dense_args()
+    assert text_of(lambda: jvp(T.dense, (params, x), (tangent, x))) == (
+        f"jvp of dense: the tangent of params does not have its primal's structure: {says}; "
+        "give a tangent of the same containers, keys and shapes")
+    assert text_of(lambda: jvp(T.pair, ((x, 1.0), x), ((x,), x))) == (
+        "jvp of pair: the tangent of p does not have its primal's structure: p has 1 item in "
+        "the tangent, 2 in the primal; give a tangent of the same containers, keys and shapes")
+
+
+def test_an_integer_leaf_is_held_constant_by_jvp_and_refused_by_jacobian_and_hessian():
+    p, x = {"w": np.array([0.5, 1.0]), "n": 3}, np.array([2.0, -1.0])
+    value, tangent = jvp(T.counted, (p, x), ({"w": np.ones(2), "n": 0}, np.zeros(2)))
+    assert (value, tangent) == (0.0, 3.0)
+    assert text_of(lambda: jvp(T.counted, (p, x), ({"w": np.ones(2), "n": 1}, x))) == (
+        "jvp of counted: p['n'] is int, held constant, but its tangent is not zero; pass it "
+        "as a float to differentiate it")
+    for what, call in [("jacobian", jacobian(T.counted)), ("hessian", hessian(T.counted))]:
+        assert text_of(lambda call=call: call(p, x)) == (
+            f"{what} of counted with respect to p['n']: p['n'] is int, not a float")
+    assert text_of(lambda: jvp(grad(T.counted), (p, x), (p, x))) == (
+        "jvp of grad(counted): p['n'] is not a float argument; it cannot be differentiated")
+    # (with respect to x alone, p is read: its integer is no matter)
+    assert np.array_equal(hessian(T.counted, wrt=1)(p, x), np.zeros((2, 2)))
+
+
+def test_jacobian_in_a_container_has_its_structure():
+    params, x = _dense_args()
+    params = {"W": params["W"], "s": 1.5}
+    J = jacobian(T.rows)(params, x)  # (rows: one reverse sweep per output)
+    assert _shapes(J) == {"W": (2, 2, 3), "s": (2,)}
+    Jp, Jx = jacobian(T.rows, wrt=(0, 1))(params, x)
+    assert _shapes(Jp) == {"W": (2, 2, 3), "s": (2,)} and Jx.shape == (2, 3)
+    np.testing.assert_allclose(Jp["s"], np.tanh(params["W"] @ x), rtol=1e-14)
+    # forward sweeps (3 columns for 5 outputs): the same layout
+    m = load("""
+        import numpy as np
+        def f(p, x):
+            return np.sin(p[0] * x) + (np.sum(p[1][1] ** 2) + p[1][0]) * x
+    """)
+    J = jacobian(m.f)((0.3, [np.array(0.5), np.array([1.0, 2.0])]), np.ones(5))
+    assert _shapes(J) == ((5,), [(5,), (5, 2)])
+    np.testing.assert_allclose(J[1][1], np.outer(np.ones(5), [2.0, 4.0]))
+
+
+def test_hessian_in_a_container_nests_as_jax_does():
+    params, x = _dense_args()
+    H = hessian(T.dense)(params, x)
+    assert _shapes(H) == {"W": {"W": (2, 3, 2, 3), "b": (2, 3, 2), "s": (2, 3)},
+                          "b": {"W": (2, 2, 3), "b": (2, 2), "s": (2,)},
+                          "s": {"W": (2, 3), "b": (2,), "s": ()}}
+    assert H["s"]["s"] == 2.0
+    np.testing.assert_allclose(H["W"]["b"], np.moveaxis(H["b"]["W"], 0, -1), rtol=1e-12)
+    # a tuple wrt mixing a container and an array: at each leaf, a pair of blocks
+    Hp, Hx = hessian(T.dense, wrt=(0, 1))(params, x)
+    assert _shapes(Hp) == {"W": ({"W": (2, 3, 2, 3), "b": (2, 3, 2), "s": (2, 3)}, (2, 3, 3)),
+                           "b": ({"W": (2, 2, 3), "b": (2, 2), "s": (2,)}, (2, 3)),
+                           "s": ({"W": (2, 3), "b": (2,), "s": ()}, (3,))}
+    assert _shapes(Hx) == ({"W": (3, 2, 3), "b": (3, 2), "s": (3,)}, (3, 3))
+    np.testing.assert_allclose(Hp["W"][1], np.moveaxis(Hx[0]["W"], 0, -1), rtol=1e-12)
+    np.testing.assert_allclose(Hp["W"][0]["b"], H["W"]["b"], rtol=1e-12)
+    # a tuple parameter: tuples inside
+    assert _shapes(hessian(T.pair)((x, 2.0), x)) == (((3, 3), (3,)), ((3,), ()))
+
+
+def test_transformations_of_float32_leaves_are_float32():
+    params, x = _dense_args(np.float32)
+    params["s"] = np.float32(0.5)
+    H = hessian(T.dense)(params, x)
+    assert H["W"]["b"].dtype == np.float32 and H["s"]["s"].dtype == np.float32
+    assert jacobian(T.rows)(params, x)["W"].dtype == np.float32
+    _, tangent = jvp(T.rows, (params, x), (params, x))
+    assert tangent.dtype == np.float32
+    wide = {k: np.float64(v) if np.ndim(v) == 0 else v.astype(np.float64)
+            for k, v in params.items()}
+    np.testing.assert_allclose(H["W"]["W"], hessian(T.dense)(wide, x.astype(np.float64))[
+        "W"]["W"], rtol=1e-5, atol=1e-6)
+
+
+def test_a_container_not_differentiated_is_read():
+    params, x = _dense_args()
+    H = hessian(T.dense, wrt=1)(params, x)
+    assert H.shape == (3, 3)
+    assert jacobian(T.rows, wrt=1)(params, x).shape == (2, 3)
+    zero = {"W": np.zeros((2, 3)), "b": np.zeros(2), "s": 0.0}
+    _, tangent = jvp(T.dense, (params, x), (zero, np.ones(3)))
+    assert tangent == pytest.approx(np.sum(grad(T.dense, wrt=1)(params, x)), rel=1e-12)
+    _, hv = jvp(grad(T.dense, wrt=1), (params, x), (zero, np.ones(3)))
+    np.testing.assert_allclose(hv, H @ np.ones(3), rtol=1e-12)
+
+
+def test_a_tangent_program_of_a_container_takes_a_tangent_per_leaf_and_is_kept_per_kinds():
+    from symdiff import kinds
+    from symdiff.higher import tangent_function
+
+    params, x = _dense_args()
+    trees = (("params", kinds.kind(params)),)
+    tf = tangent_function(T.dense, ("params",), trees=trees)
+    assert tf.source.startswith("def jvp_dense(params, x, params_W_dot, params_b_dot, "
+                                "params_s_dot):\n")
+    assert "    params_W = params['W']\n" in tf.source
+    assert tf.params == ("params", "x", "params_W_dot", "params_b_dot", "params_s_dot")
+    assert tangent_function(T.dense, ("params",), trees=trees) is tf
+    narrow = (("params", kinds.kind(_dense_args(np.float32)[0])),)
+    assert tangent_function(T.dense, ("params",), trees=narrow) is not tf
+    # the kind-free program (no container differentiated) is the one it was
+    assert tangent_function(T.dense, ("x",)).params == ("params", "x", "x_dot")
+
+
+def test_a_hessian_of_a_container_from_the_disk_cache_needs_no_sympy(tmp_path):
+    import symdiff
+
+    module = tmp_path / "tree_module.py"
+    module.write_text(textwrap.dedent("""
+        import numpy as np
+        def f(p, x):
+            return np.sum(np.sin(p["W"] @ x)) * p["s"] ** 2
+    """))
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import numpy as np
+        import tree_module
+        from symdiff import hessian, jvp
+        p, x = {{"W": np.ones((2, 3)), "s": 0.5}}, np.ones(3)
+        print(hessian(tree_module.f)(p, x)["W"]["s"].sum(),
+              jvp(tree_module.f, (p, x), (p, x))[1], "sympy" in sys.modules)
+    """)
+    env = {"SYMDIFF_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": str(Path(symdiff.__file__).parents[1])}
+    first = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env=env, check=True).stdout.split()
+    again = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env=env, check=True).stdout.split()
+    assert first[:2] == again[:2] and first[2] == "True" and again[2] == "False"
 
 
 # --- caches ---
