@@ -14,6 +14,11 @@ gradient of a tangent program (reverse over forward):
 
 The mixed partials are read as symmetric (``d/dx <grad_y f, v> = d/dy <grad_x f, v>`` for
 twice differentiable f), as JAX's forward-over-reverse Hessian reads them.
+
+A differentiated argument that is a container (a dict, tuple or list of arrays, as ``grad``
+takes) makes a tangent program built for its kind, which takes a tangent per leaf
+(``params_W_dot``); the API passes a tangent's leaves in order (``pytrees``) and gives
+results the parameters' structure, nested as JAX nests them.
 """
 
 from __future__ import annotations
@@ -224,8 +229,9 @@ def jvp(fun, primals, tangents):
     """Forward mode, JAX's signature: ``(fun(*primals), directional derivative)``.
 
     ``primals`` and ``tangents`` are tuples (or lists) of the same length, one tangent per
-    argument, each of its primal's shape. Float arguments are differentiated; an integer
-    or boolean argument is held constant, and its tangent must be zero. The tangent is
+    argument, each of its primal's shape (a container's: of its structure, leaf by leaf).
+    Float arguments are differentiated; an integer or boolean argument (or leaf) is held
+    constant, and its tangent must be zero. The tangent is
     computed by a tangent sweep (``symdiff.forward``), written as source, never by finite
     differences. ``fun`` may be a gradient (``grad(f)``): then the tangent is a
     Hessian-vector product, as JAX's ``jvp(grad(f), ...)``, by reverse over forward mode.

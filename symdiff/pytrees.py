@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kinds
-from .containers import is_tree
-
 
 def is_container(value) -> bool:
-    """Whether ``value`` is differentiated leaf by leaf (a dict, a tuple, a list of arrays)."""
-    return type(value) in (dict, tuple, list) and is_tree(kinds.kind(value))
+    """Whether ``value`` is differentiated leaf by leaf (a dict, a tuple, a list of arrays):
+    ``containers.is_tree`` of its kind, told from its types alone (it runs at every call)."""
+    t = type(value)
+    return t is dict or t is tuple or t is list and not _numbers(value)
+
+
+def _numbers(value) -> bool:
+    """A number, or a list (of lists...) of numbers: what NumPy reads as an array."""
+    if type(value) is list:
+        return all(map(_numbers, value))
+    return isinstance(value, (int, float)) or isinstance(value, np.generic) and \
+        value.dtype.kind in "biufc"
 
 
 def flatten(value, path: str = "", like=None) -> list[tuple[str, object]]:
