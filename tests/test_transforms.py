@@ -477,6 +477,20 @@ def test_a_tangent_program_of_a_container_takes_a_tangent_per_leaf_and_is_kept_p
     assert tangent_function(T.dense, ("x",)).params == ("params", "x", "x_dot")
 
 
+@pytest.mark.parametrize("value", [
+    [1.0, 2], [np.float32(1.0), True], [[1.0], [2.0, 3]], [], np.ones(2), 1.0,
+    [np.ones(2)], [np.array(1.0)], [1.0, np.ones(2)], [[1.0], np.ones(1)], (1.0,), {},
+    ["a"], [None], [1 + 2j],
+], ids=repr)
+def test_the_api_tells_containers_as_lowering_does(value):
+    # (the API passes a container's leaves in the order lowering names them)
+    from symdiff import kinds, pytrees
+    from symdiff.containers import is_tree
+
+    assert pytrees.is_container(value) == (
+        type(value) in (dict, tuple, list) and is_tree(kinds.kind(value)))
+
+
 def test_a_hessian_of_a_container_from_the_disk_cache_needs_no_sympy(tmp_path):
     import symdiff
 
