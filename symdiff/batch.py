@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import math
 import weakref
 
 import numpy as np
@@ -309,6 +310,14 @@ class _Program:
         self.batched = set(tangents)
         self._spread()
         self.temps = 0
+        # (names of its own that the program does not use: the batch size, temporaries)
+        used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+        self.k = "_k"
+        while self.k in used:
+            self.k += "_"
+        self.prefix = "_b"
+        while any(u.startswith(self.prefix) for u in used):
+            self.prefix += "_"
         self.blocks = 0
         fn.body = self._flat_block(fn.body)
         self.records: dict = {}
@@ -355,7 +364,7 @@ class _Program:
     # -- flattening: each operand of a batched operation gets a name the probe notes --
 
     def _temp(self, value, out, batched=False):
-        name = f"_b{self.temps}"
+        name = f"{self.prefix}{self.temps}"
         self.temps += 1
         if batched:
             self.batched.add(name)
@@ -470,11 +479,7 @@ class _Program:
     def note(self, name, value):
         if value is None or type(value) is _Unbound:
             return
-        if isinstance(value, (np.ndarray, np.generic, _Shape, float, int, complex)):
-            rank = np.ndim(value)
-        else:
-            rank = "other"
-        self.records.setdefault(name, set()).add(rank)
+        self.records.setdefault(name, set()).add(_rank(value))
 
     def reach(self, block):
         self.reached.add(block)
@@ -502,7 +507,7 @@ class _Program:
         self.dead = self._dead()
         body = self._batched_block(self.fn.body)
         first = self.tangents[0]
-        k = ast.Assign([_name("_k", True)], ast.Subscript(
+        k = ast.Assign([_name(self.k, True)], ast.Subscript(
             ast.Attribute(_name(first), "shape", ast.Load()), _const(0), ast.Load()), lineno=0)
         doc = [self.fn.body[0]] if isinstance(self.fn.body[0], ast.Expr) and isinstance(
             self.fn.body[0].value, ast.Constant) else []
@@ -587,7 +592,7 @@ class _Program:
                    if isinstance(n, ast.Name)):
                 if len(stmt.targets) != 1 or not isinstance(target, ast.Name):
                     raise Unbatchable("a batched value unpacked")
-                value = _call("_batch_lift", value, _name("_k"))
+                value = _call("_batch_lift", value, _name(self.k))
             return ast.Assign(stmt.targets, value, lineno=0)
         if isinstance(stmt, ast.Return):
             return self._return(stmt)
@@ -844,7 +849,7 @@ class _Program:
         if not args or not isinstance(args[0], (ast.List, ast.Tuple)) or \
                 set(keywords) - {"axis"}:
             raise Unbatchable(f"{fn.__name__} with these arguments")
-        items = [e if self.is_batched(e) else _call("_batch_lift", e, _name("_k"))
+        items = [e if self.is_batched(e) else _call("_batch_lift", e, _name(self.k))
                  for e in args[0].elts]
         axis = keywords.get("axis")
         if isinstance(axis, ast.Constant) and axis.value is None:
@@ -871,7 +876,7 @@ class _Program:
                 raise Unbatchable(f"{name} of these arguments")
             return _call(_COUNTERPARTS[fn], *shaped)
         if fn is _R._fit:  # (a new array, or a view the caller copies: copy= is moot)
-            return _call("_batch_fit", *shaped[:2], _name("_k"))
+            return _call("_batch_fit", *shaped[:2], _name(self.k))
         if fn is _R._scatter_add:
             if not batched[1]:
                 return _call(func, *shaped)  # (acc alone batched: acc + _scatter(...))
@@ -879,13 +884,20 @@ class _Program:
         if fn is _R._written:
             a, index, v = args
             if not batched[0]:
-                a = _call("_batch_lift", a, _name("_k"))
+                a = _call("_batch_lift", a, _name(self.k))
             return _call("_batch_written", a, self._shaped(index), v, _const(batched[2]))
         if name.endswith(("_grad", "_share", "_part")):
             flags = ast.Tuple([_const(b and i not in positions) for i, b in enumerate(
                 batched)], ast.Load())
             return _call("_batch_map", func, flags, *shaped)
         raise Unbatchable(f"{name} of a batched value")
+
+
+def _rank(value):
+    """A value's number of axes as the probe notes it ("other": not an array or number)."""
+    if isinstance(value, (np.ndarray, np.generic, _Shape, float, int, complex)):
+        return np.ndim(value)
+    return "other"
 
 
 def _slice_call(node):
@@ -988,6 +1000,13 @@ class Batched:
         """Probe the program on one column's arguments; write and compile the batched
         program from all the probes so far."""
         self.builds += 1
+        from . import kinds
+
+        if any(isinstance(kinds.kind(a), kinds.Other) and kinds.kind(a).what == "object"
+               for a in column):
+            # (its attributes' ranks are not the call's kinds: they may change unseen)
+            self.reason = "an object argument"
+            return
         self.probe(*column)
         try:
             source = self.program.batched_source()
@@ -1009,7 +1028,10 @@ class Batched:
                 if self.fn is None:
                     return None
             for name, _ in self.built.refresh:  # (read afresh by built.ready())
-                self.fn.__globals__[name] = self.built.globals[name]
+                value = self.built.globals[name]
+                if _rank(value) not in self.program.records.get(name, {_rank(value)}):
+                    return None  # (module data of another rank than the probe's)
+                self.fn.__globals__[name] = value
             try:
                 out = self.fn(*batch)
             except _Unprobed:
@@ -1058,7 +1080,7 @@ def columns(built, args, slot, shape, expect):
            [0., 2.]])]
     """
     found = batched(built, (_params(built)[slot],))
-    size = int(np.prod(shape, dtype=int))
+    size = math.prod(shape)
     if found.reason is not None or size == 0:
         return None
     first = np.zeros(shape)
@@ -1071,9 +1093,12 @@ def columns(built, args, slot, shape, expect):
     parts = []
     for start in range(0, size, step):
         stop = min(size, start + step)
-        basis = np.zeros((stop - start, size))
-        basis[np.arange(stop - start), np.arange(start, stop)] = 1.0
-        basis = basis.reshape((stop - start, *shape))
+        if stop - start == size:
+            basis = np.eye(size).reshape((size, *shape))
+        else:
+            basis = np.zeros((stop - start, size))
+            basis[np.arange(stop - start), np.arange(start, stop)] = 1.0
+            basis = basis.reshape((stop - start, *shape))
         out = found.run(column, (*args[:slot], basis, *args[slot + 1:]))
         if out is None:
             return None
@@ -1085,6 +1110,9 @@ def columns(built, args, slot, shape, expect):
         o = out[i]
         if type(o) is not np.ndarray or o.shape[:1] != (size,) or o.ndim - 1 > len(out_shape):
             return None
+        if o.shape[1:] == out_shape:
+            fitted.append(o)
+            continue
         try:
             fitted.append(np.broadcast_to(_batch_pad(o, len(out_shape)), (size, *out_shape)))
         except ValueError:

@@ -239,3 +239,39 @@ def test_columns_in_chunks_where_a_batch_would_be_large(monkeypatch):
     batched, looped, seen = _both(monkeypatch, lambda: hessian(RULES.broadcast_ranks)(x, A, 0.7))
     assert seen == [True]
     _same(batched, looped)
+
+
+def test_names_of_the_function_are_not_taken_by_the_batched_program(monkeypatch):
+    f = load("""
+import numpy as np
+
+
+def f(x):
+    _k = x * 2.0
+    _b0 = np.sum(_k ** 3)
+    return _b0 * x[0]
+""", "f")
+    x = _R.standard_normal(3)
+    batched, looped, seen = _both(monkeypatch, lambda: hessian(f)(x))
+    assert seen == [True]
+    _same(batched, looped)
+
+
+def test_module_data_of_another_rank_runs_the_column_loop(monkeypatch):
+    module = load("""
+import numpy as np
+
+W = np.array([1.0, 2.0, 3.0])
+
+
+def f(x):
+    return np.sum(x ** 2 * W) * x[0]
+""")
+    x = _R.standard_normal(3)
+    batched, looped, seen = _both(monkeypatch, lambda: hessian(module.f)(x))
+    assert seen == [True]
+    _same(batched, looped)
+    module.W = np.ones((3, 3))  # (3 columns: a batch of 3 would broadcast, wrongly)
+    batched, looped, seen = _both(monkeypatch, lambda: hessian(module.f)(x))
+    assert seen == [False]
+    _same(batched, looped)
