@@ -127,9 +127,20 @@ def _batch_unreduce(g, x, axis=None, keepdims=False):
 
 def _batch_scatter(g, x, index):
     """``_scatter`` of a batched ``g``: each column placed at ``index`` in zeros."""
-    index = _batch_index(index)
     dtype = np.result_type(getattr(x, "dtype", np.float64), g, np.float64)
-    out = np.zeros((g.shape[0], *np.shape(x)), dtype=dtype)
+    shape = (g.shape[0], *np.shape(x))
+    if len(index) == 1 and type(index[0]) is slice and len(shape) > 1:
+        start, stop, step = index[0].indices(shape[1])
+        if step == 1:  # (x[1:], x[:-1]: zeros only beside the run, as _scatter's)
+            out = np.empty(shape, dtype=dtype)
+            out[:, :start] = 0.0
+            out[:, start:stop] = _batch_pad(g, len(shape) - 1)
+            out[:, max(start, stop):] = 0.0
+            return out
+    index = _batch_index(index)
+    out = np.zeros(shape, dtype=dtype)
+    # (g spread over its slot as NumPy spreads it: its axes behind the batch axis)
+    g = _batch_pad(g, np.broadcast_to(np.empty(()), shape[1:])[index[1:]].ndim)
     if runtime._integer_index(index[1:]):
         np.add.at(out, index, g)
     else:
@@ -144,6 +155,7 @@ def _batch_scatter_add(acc, g, x, index):
     if runtime._own(acc) and acc.shape == (g.shape[0], *np.shape(x)) and \
             acc.dtype == np.result_type(acc, g, np.float64):
         index = _batch_index(index)
+        g = _batch_pad(g, np.broadcast_to(np.empty(()), acc.shape[1:])[index[1:]].ndim)
         if runtime._integer_index(index[1:]):
             np.add.at(acc, index, g)
         else:
@@ -159,6 +171,8 @@ def _batch_fit(g, x, k):
     dtype = getattr(x, "dtype", None)
     dtype = dtype if dtype is not None and dtype.kind == "f" and dtype.itemsize < 8 \
         else np.float64
+    if type(g) is np.ndarray and g.dtype == dtype and g.shape == (k, *np.shape(x)):
+        return g  # (the caller copies the columns into its blocks)
     return np.asarray(np.broadcast_to(g, (k, *np.shape(x))), dtype=dtype)
 
 
@@ -661,7 +675,7 @@ class _Program:
                              self._pad(node.orelse, rank))
         raise Unbatchable(f"{type(node).__name__} of a batched value")
 
-    def _matmul(self, a, b, call=None):
+    def _matmul(self, a, b):
         ra, rb = self.rank(a), self.rank(b)
         ab, bb = self.is_batched(a), self.is_batched(b)
         if ab and bb:

@@ -275,3 +275,18 @@ def f(x):
     batched, looped, seen = _both(monkeypatch, lambda: hessian(module.f)(x))
     assert seen == [False]
     _same(batched, looped)
+
+
+def test_an_adjoint_spread_over_the_slot_it_came_from(monkeypatch):
+    f = load("""
+import numpy as np
+
+
+def f(x):
+    M = np.reshape(x, (3, 2))
+    return np.sum(M[1:] * np.sum(M[0] ** 2)) + np.sum(M[[0, 2]] ** 2 * np.sum(M[1] ** 3))
+""", "f")
+    x = _R.standard_normal(6)
+    batched, looped, seen = _both(monkeypatch, lambda: hessian(f)(x))
+    assert seen == [True]
+    _same(batched, looped)
