@@ -29,7 +29,7 @@ import weakref
 
 import numpy as np
 
-from . import kinds, pytrees, runtime
+from . import batch, kinds, pytrees, runtime
 from .api import Gradient
 from .errors import SymdiffError
 
@@ -187,6 +187,11 @@ class _Flat:
             self.leaves[p] = [path for path, _ in found]
             self.params += self.leaves[p]
             self.args += [leaf for _, leaf in found]
+
+    @property
+    def plain(self) -> bool:
+        """No container was flattened: the leaves are the arguments as given."""
+        return all(self.leaves[p] == [p] for p in self.flattened if p in self.leaves)
 
     def names(self, wrt) -> tuple:
         return tuple(leaf for w in wrt for leaf in self.leaves[w])
@@ -587,6 +592,7 @@ class Jacobian:
         args, _ = _defaulted(fun, args, args)
         # A container's leaves are parameters of their own here; its blocks are rebuilt.
         flat = _Flat(params, args, along)
+        program, plain = tf, flat.plain
         given, tf = wrt, flat.calling(tf)
         params, args, wrt, along = flat.params, flat.args, flat.names(wrt), flat.names(along)
         blocks = []
@@ -594,6 +600,15 @@ class Jacobian:
             x = args[params.index(w)]
             block = np.zeros(np.shape(value) + np.shape(x), _precision(args, params, wrt))
             zeros = [np.zeros(np.shape(args[params.index(v)])) for v in along]
+            slot = len(args) + along.index(w)
+            # (All columns from one call of the program batched over them, where it takes
+            # these arguments as they are: not a container's leaves.)
+            found = plain and program.ready() and batch.columns(
+                program.built, (*args, *zeros), slot, np.shape(x), [(1, np.shape(value))])
+            if found:
+                _place(block, found[0])
+                blocks.append(block)
+                continue
             for j in np.ndindex(*np.shape(x)):
                 t = list(zeros)
                 e = np.zeros(np.shape(x))
@@ -608,10 +623,19 @@ class Jacobian:
         g = _contracted(fun, len(params))
         grad = Gradient(g, tuple(params.index(w) for w in wrt), as_tuple=True)
         flat = _Flat(params, args, wrt)
+        gradient, plain = grad, flat.plain
         given, grad = wrt, flat.calling(grad, flat_out=True)
         params, args, wrt = flat.params, flat.args, flat.names(wrt)
         blocks = [np.zeros(np.shape(value) + np.shape(args[params.index(w)]),
                            _precision(args, params, wrt)) for w in wrt]
+        u = np.zeros(np.shape(value))
+        built = plain and _specialised(gradient, (*args, u))
+        found = built and batch.columns(built, (*args, u), len(args), np.shape(value), [
+            (i, np.shape(args[params.index(w)])) for i, w in enumerate(wrt)])
+        if found:
+            for block, rows in zip(blocks, found, strict=True):
+                block[...] = np.reshape(rows, block.shape)
+            return _regrouped(flat, given, blocks)
         for i in np.ndindex(*np.shape(value)):
             u = np.zeros(np.shape(value))
             u[i] = 1.0
@@ -734,6 +758,7 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
     g = _gradient_of(tf, tuple(params.index(a) for a in outer))
     # A container's leaves are parameters of their own here; the blocks are nested after.
     flat = _Flat(params, args, (*outer, *inner))
+    program, plain = g, flat.plain
     given, g = (outer, inner), flat.calling(g, flat_out=True)
     params, args, n = flat.params, flat.args, len(flat.args)
     outer, inner, along = flat.names(outer), flat.names(inner), flat.names(along)
@@ -744,6 +769,14 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
         for a in outer:
             blocks[a, b] = np.zeros(np.shape(args[params.index(a)]) + np.shape(xb),
                                     _precision(args, params, (*outer, *inner)))
+        full = (*args[:n], *zeros)
+        built = plain and tf.ready() and _specialised(program.gradient, full)
+        found = built and batch.columns(built, full, n + k, np.shape(xb), [
+            (i, np.shape(args[params.index(a)])) for i, a in enumerate(outer)])
+        if found:
+            for a, c in zip(outer, found, strict=True):
+                _place(blocks[a, b], c)
+            continue
         for j in np.ndindex(*np.shape(xb)):
             e = np.zeros(np.shape(xb))
             e[j] = 1.0
@@ -762,6 +795,21 @@ def _nested(flat, outer, inner, blocks, as_tuple, outer_tuple):
         return tuple(per) if as_tuple else per[0]
     rows = [flat.rebuilt(w, [at(a) for a in flat.leaves[w]]) for w in outer]
     return tuple(rows) if outer_tuple else rows[0]
+
+
+def _specialised(gradient, args):
+    """The build a call of ``gradient`` on ``args`` runs, where it runs one as it is
+    (not one that widens the arguments first); else None."""
+    spec = gradient._spec(args, {})
+    return spec.built if spec.raw is None and spec.ready() else None
+
+
+def _place(block, columns):
+    """Write the columns (a leading axis of them, one per entry of the block's trailing
+    axes, each of the block's leading shape) into ``block``: its ``[..., j]`` is column
+    j. (The block is a new contiguous array: its reshape is a view.)"""
+    view = block.reshape((*columns.shape[1:], columns.shape[0]))
+    view[...] = np.moveaxis(columns, 0, -1)
 
 
 def _precision(args, params, names):

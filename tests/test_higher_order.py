@@ -1099,3 +1099,68 @@ def test_transformations_of_containers_against_jax():
     p = {"W": _R3.standard_normal((2, 3)), "b": 0.7, "v": [_R3.standard_normal(2), 1.5]}
     same(grad(grad(TREES.scaled, wrt=1), wrt=0)(p, 0.4),
          jax.jit(jax.grad(jax.grad(scaled, argnums=1), argnums=0))(p, 0.4))
+
+
+# --- the batched columns (symdiff.batch) against the column loop, on the whole corpus ---
+
+# The cases whose Hessian falls back to the column loop (in some parameter), and why: a
+# loop's tape of tuples, a list of arrays, a QR factorisation's tuple (test_batch.py has
+# the rules). A case that batches today and falls back tomorrow fails here.
+FALLS_BACK = {"for_range", "while_break", "several_values", "rows", "carried_array",
+              "written", "appended", "started_with_an_item", "comprehension",
+              "while_array", "rows_break", "unbound_on_a_path",
+              "empty_axis"}  # (x of size 0: no column to batch)
+
+
+def _hessians_both_ways(monkeypatch, f, args, wrt):
+    from symdiff import batch
+    from symdiff import higher as _higher
+
+    seen = []
+    columns = batch.columns
+
+    def recorded(*a, **k):
+        found = columns(*a, **k)
+        seen.append(found is not None)
+        return found
+
+    monkeypatch.setattr(_higher.batch, "columns", recorded)
+    batched = hessian(f, wrt=wrt)(*args)
+    monkeypatch.setattr(_higher.batch, "columns", lambda *a, **k: None)
+    looped = hessian(f, wrt=wrt)(*args)
+    monkeypatch.setattr(_higher.batch, "columns", columns)
+    return batched, looped, seen
+
+
+ALL_CASES = [(CORPUS, c) for c in SCALARS] + [(ARRAYS, c) for c in ARRAY_CASES]
+
+
+@pytest.mark.parametrize(("module", "case"), ALL_CASES, ids=_ids([c for _, c in ALL_CASES]))
+def test_batched_hessians_are_the_column_loops(monkeypatch, module, case):
+    name, args = (case.values if hasattr(case, "values") else case)[:2]
+    f = getattr(module, name)
+    wrt = _floats(args)
+    batched, looped, seen = _hessians_both_ways(monkeypatch, f, args, wrt)
+    assert all(seen) == (name not in FALLS_BACK), seen
+    for i in range(len(wrt)):
+        for j in range(len(wrt)):
+            assert np.shape(batched[i][j]) == np.shape(looped[i][j])
+            assert np.asarray(batched[i][j]).dtype == np.asarray(looped[i][j]).dtype
+            np.testing.assert_allclose(batched[i][j], looped[i][j], rtol=1e-12, atol=1e-14)
+
+
+def test_batched_jacobians_are_the_column_loops(monkeypatch):
+    from symdiff import batch
+    from symdiff import higher as _higher
+
+    f = ARRAYS.vector_valued
+    x, y = _R.standard_normal(3), _R.standard_normal(3)
+    for make in (lambda: jacobian(f, wrt=(0, 1))(x, y), lambda: jacobian(f)(x[:2], y[:2]),
+                 lambda: jacobian(f, wrt=1)(x, y)):
+        got = make()
+        monkeypatch.setattr(_higher.batch, "columns", lambda *a, **k: None)
+        want = make()
+        monkeypatch.setattr(_higher.batch, "columns", batch.columns)
+        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,), strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
