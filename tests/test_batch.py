@@ -12,6 +12,7 @@ from symdiff import higher as _higher
 
 def _both(monkeypatch, make):
     """``make()`` batched (and that it batched), then by the column loop."""
+    monkeypatch.setattr(batch, "MIN_COLUMNS", 1)  # (a scalar's one column too)
     seen = []
     columns = batch.columns
 
@@ -290,3 +291,14 @@ def f(x):
     batched, looped, seen = _both(monkeypatch, lambda: hessian(f)(x))
     assert seen == [True]
     _same(batched, looped)
+
+
+def test_a_single_column_is_not_worth_a_batched_program():
+    from symdiff.higher import tangent_function
+
+    f = load("import numpy as np\n\n\ndef f(x):\n    return np.sin(x) * 2.0\n", "f")
+    tf = tangent_function(f, ("x",))
+    assert batch.MIN_COLUMNS == 2
+    assert batch.columns(tf.built, (0.5, 0.0), 1, (), [(1, ())]) is None  # the loop runs
+    (two,) = batch.columns(tf.built, (np.zeros(2), None), 1, (2,), [(1, (2,))])
+    np.testing.assert_allclose(two, 2.0 * np.eye(2))
