@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import kinds
+from . import calls, kinds
 from .errors import SymdiffError
 
 if TYPE_CHECKING:  # (ir imports SymPy, which a gradient from the disk cache never needs)
@@ -186,6 +186,9 @@ def audit(fun, *args, wrt=0, **kwargs) -> Audit:
     if isinstance(fun, Gradient):
         fun = fun.fun
     wrt, _ = _normalize_wrt(wrt)
+    fun, wrt, obj = calls.unbind(fun, wrt)  # a bound method: its function, self passed
+    if obj is not calls.UNBOUND:
+        args = (obj, *args)
     as_written = Gradient(fun, wrt, as_tuple=True)
     grads = as_written(*args, **kwargs)  # the arguments' errors are grad's
     found = dict(as_written._spec(args, kwargs).kinds)

@@ -376,3 +376,20 @@ def test_json_writes_nan_as_null():
     data = json.loads(report.to_json())
     assert not math.isfinite(report.gradient_norm["w"]) and data["gradient_norm"]["w"] is None
     assert data["sites"][0]["blocked"]["w"]["norm"] is None
+
+
+def test_a_bound_method_is_audited_with_self_read():
+    module = load("""
+import numpy as np
+from symdiff import stop_gradient as sg
+
+
+class Model:
+    scale = 2.0
+
+    def loss(self, w):
+        return np.sum(self.scale * w * sg(w))
+""")
+    e = only(audit(module.Model().loss, W))
+    assert e.effect == BLOCKS and e.blocked["w"].share == pytest.approx(0.5)
+    assert e.blocked["w"].norm == pytest.approx(np.linalg.norm(2.0 * W))
