@@ -75,6 +75,10 @@ calls stop_gradient, the gradient differenced is central differences of the func
 with stop_gradient frozen (steps 1e-4, rounding term 10 * eps * |f| / (h1 * h2)).
 --output does not write Hessians.
 
+symdiff audit FILE: what each stop_gradient of each function blocks, at a random point
+drawn as --check draws them (FILE is run); exit 1 where one has no effect or makes a
+gradient zero. See symdiff audit --help.
+
 symdiff cache info | symdiff cache clear: show or empty the disk cache of gradients.
 
 exit status: 0 all went well, 1 a function failed or a check disagreed, 2 usage error
