@@ -162,10 +162,10 @@ class Audit:
                 f"<tbody>{body}</tbody></table>")
 
 
-def audit(fun, *args, wrt=0, **kwargs) -> Audit:
+def audit(fun, *args, wrt=0, has_aux=False, **kwargs) -> Audit:
     """Audit each ``stop_gradient`` call of ``fun`` at ``fun(*args, **kwargs)``: what it
     depends on, and how much of the gradient with respect to ``wrt`` (as ``grad``'s) it
-    blocks there.
+    blocks there. ``has_aux=True``: ``fun`` returns ``(value, aux)``, as for ``grad``.
 
     >>> import numpy as np
     >>> from symdiff import audit, stop_gradient
@@ -189,15 +189,18 @@ def audit(fun, *args, wrt=0, **kwargs) -> Audit:
     fun, wrt, obj = calls.unbind(fun, wrt)  # a bound method: its function, self passed
     if obj is not calls.UNBOUND:
         args = (obj, *args)
-    as_written = Gradient(fun, wrt, as_tuple=True)
-    grads = as_written(*args, **kwargs)  # the arguments' errors are grad's
+    def gradient(lifted=frozenset()):
+        g = Gradient(fun, wrt, as_tuple=True, has_aux=has_aux, lifted=lifted)
+        return g, (g(*args, **kwargs)[0] if has_aux else g(*args, **kwargs))
+
+    as_written, grads = gradient()  # the arguments' errors are grad's
     found = dict(as_written._spec(args, kwargs).kinds)
     parsed = parse(fun)
-    ir = lower(parsed, wrt, found)
+    ir = lower(parsed, wrt, found, has_aux)
     names = ir.given_wrt or ir.wrt
     norms = {p: _norm(g) for p, g in zip(names, grads, strict=True)}
 
-    alone = {p: lower(parsed, (p,), found) for p in names}
+    alone = {p: lower(parsed, (p,), found, has_aux) for p in names}
     depends = {p: _dependencies(alone[p]) for p in names}
     zero = {p for p in names if alone[p].result not in _active(alone[p])}
     sites: dict[tuple, Site] = {}
@@ -214,7 +217,7 @@ def audit(fun, *args, wrt=0, **kwargs) -> Audit:
             entries.append(Entry(site, on, NO_EFFECT, {}, f"no effect: {_short(site.text)} "
                                  f"does not depend on {_listed(names)}"))
             continue
-        lifted = Gradient(fun, wrt, as_tuple=True, lifted=frozenset({key}))(*args, **kwargs)
+        _, lifted = gradient(frozenset({key}))
         blocked = {p: _blocked(g, g0) for p, g, g0 in zip(names, lifted, grads, strict=True)}
         entries.append(_judged(site, on, blocked, zero))
     return Audit(parsed.name, parsed.source.filename, parsed.node.lineno, tuple(names), norms,

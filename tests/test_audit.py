@@ -393,3 +393,19 @@ class Model:
     e = only(audit(module.Model().loss, W))
     assert e.effect == BLOCKS and e.blocked["w"].share == pytest.approx(0.5)
     assert e.blocked["w"].norm == pytest.approx(np.linalg.norm(2.0 * W))
+
+
+def test_has_aux_is_audited_as_grad_takes_it():
+    f = load("""
+import numpy as np
+from symdiff import stop_gradient as sg
+
+
+def loss(w):
+    p = np.tanh(w)
+    return np.sum(p * sg(p)), {"mean": np.mean(sg(p))}
+""", "loss")
+    e = only(audit(f, W, has_aux=True))
+    assert e.effect == BLOCKS and e.blocked["w"].share == pytest.approx(0.5)
+    with pytest.raises(SymdiffError, match="returns"):
+        audit(f, W)
