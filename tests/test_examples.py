@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gradcheck import numeric_grad
+from gradcheck import load, numeric_grad
 
 from symdiff import audit, grad, value_and_grad
 
@@ -317,6 +317,34 @@ def test_fgsm_audit_the_stopped_example_blocks_nothing():
     assert {p: (b.norm, b.share) for p, b in entry.blocked.items()} == {"w": (0, 0),
                                                                           "b": (0, 0)}
     assert report.gradient_norm == pytest.approx({p: norm(g) for p, g in written.items()})
+
+
+def test_fgsm_audit_a_smooth_perturbation_would_block_its_gradient():
+    """What main() says after "blocks nothing": with np.tanh for np.sign, the perturbation
+    moves with w, and the stop_gradient blocks that (central differences without it)."""
+    smooth = load("""
+        import numpy as np
+        from symdiff import stop_gradient
+
+        def smooth_loss(w, b, x, y, eps):
+            z = x @ w + b
+            x_adv = stop_gradient(x + eps * np.tanh(np.outer(1 / (1 + np.exp(-z)) - y, w)))
+            z_adv = x_adv @ w + b
+            return np.mean(np.logaddexp(0, z_adv) - y * z_adv)
+        """, "smooth_loss")
+
+    def unstopped(w, b, x, y, eps):
+        return logistic_value(w, b, x + eps * np.tanh(np.outer(sigmoid(x @ w + b) - y, w)), y)
+
+    args = (*logistic_point(), 0.3)
+    x_adv = args[2] + 0.3 * np.tanh(np.outer(sigmoid(args[2] @ args[0] + args[1]) - args[3],
+                                             args[0]))
+    written = dict(zip("wb", logistic_grads(args[0], args[1], x_adv, args[3])[:2], strict=True))
+    removed = {p: numeric_grad(unstopped, args, i) for i, p in enumerate("wb")}
+    (entry,) = audit(smooth, *args, wrt=("w", "b")).entries
+    assert entry.effect == "blocks"
+    assert_blocks(entry, removed, written, rtol=1e-6, atol=1e-7)
+    assert entry.blocked["w"].norm > 1e-3
 
 
 def test_fgsm_main_flips_predictions_and_raises_the_loss(capsys):
