@@ -11,7 +11,10 @@ column). For each site the audit says
 - at the given arguments: the gradient that would flow through it if it were removed, the
   gradient with that one site read as an identity (``grad``'s ``lifted``, which
   ``grad(f, stop_gradients=False)`` sets for all of them) minus the gradient as written,
-  per parameter, as a norm and as a share of the norm of the gradient without the site.
+  per parameter, as a norm and as a share: ``|blocked| / (|blocked| + |gradient as
+  written|)``, 0 where it blocks nothing, 1 where the gradient as written is zero. Where
+  either gradient is not finite there (an infinite slope the site hides), the audit says
+  so rather than a number.
 
 A site inside a loop or a helper is one site however often it runs: lifting it lifts every
 iteration and every call, so its blocked gradient is their sum.
@@ -42,8 +45,8 @@ SCHEMA = "symdiff.audit/1"
 _ROUNDING = 1e-9
 
 # What a site does, statically or at the arguments, from the most to the least suspect.
-NESTED, NO_EFFECT, ZERO, BLOCKS, NOTHING = (
-    "nested", "no effect", "zero gradient", "blocks", "blocks nothing")
+NESTED, NO_EFFECT, ZERO, BLOCKS, NOT_FINITE, NOTHING = (
+    "nested", "no effect", "zero gradient", "blocks", "not finite", "blocks nothing")
 LIKELY_BUGS = (NESTED, NO_EFFECT, ZERO)
 
 
@@ -51,10 +54,11 @@ LIKELY_BUGS = (NESTED, NO_EFFECT, ZERO)
 class Blocked:
     """The gradient one site blocks for one parameter, at the audited arguments."""
 
-    norm: float  # |gradient with the site an identity - gradient as written|
+    norm: float  # |gradient with the site an identity - gradient as written| (nan, inf)
     # norm / (norm + |gradient as written|): the blocked part's share of the two parts'
     # sizes, from 0 (blocks nothing) to 1 (the gradient as written is zero); 0 where both are.
     share: float
+    why: str = ""  # where norm is not finite: which gradient is not, and how
 
 
 @dataclass(frozen=True)
@@ -119,8 +123,7 @@ class Audit:
     def _rows(self) -> list[tuple[str, ...]]:
         rows = []
         for e in self.entries:
-            depends = "; ".join(f"{p}" + (f" via {', '.join(n)}" if n else "")
-                                for p, n in e.depends_on.items()) or "-"
+            depends = "; ".join(_through(p, n) for p, n in e.depends_on.items()) or "-"
             blocked = "; ".join(f"{p} {_number(b.norm)} ({_percent(b.share)})"
                                 for p, b in e.blocked.items()) or "-"
             rows.append((f"line {e.site.line}:{e.site.col}", _short(e.site.text), depends,
@@ -173,8 +176,8 @@ def audit(fun, *args, wrt=0, has_aux=False, **kwargs) -> Audit:
     ...     m = stop_gradient(np.max(x))
     ...     return m + np.log(np.sum(np.exp(x - m)))
     >>> report = audit(logsumexp, np.array([1.0, 2.0, 3.0]))
-    >>> report.entries[0].verdict
-    'blocks nothing here (a stabilising shift: the gradient is the same without it)'
+    >>> report.entries[0].effect
+    'blocks nothing'
     """
     from .api import Gradient, _normalize_wrt
     from .higher import Jacobian
@@ -225,8 +228,12 @@ def audit(fun, *args, wrt=0, has_aux=False, **kwargs) -> Audit:
 
 
 def _judged(site, on, blocked, zero) -> Entry:
-    some = {p: b for p, b in blocked.items() if b.norm > 0}
+    some = {p: b for p, b in blocked.items() if not b.norm <= 0}  # (nan and inf too)
     zeroed = [p for p in on if p in zero]
+    odd = {p: b for p, b in some.items() if not math.isfinite(b.norm)}
+    if odd:
+        return Entry(site, on, NOT_FINITE, blocked, "not measured here: " + "; ".join(
+            f"the gradient of {p} {b.why}" for p, b in odd.items()))
     if zeroed:
         what = "gradient" if len(zeroed) == 1 else "gradients"
         return Entry(site, on, ZERO, blocked, f"the {what} of {_listed(zeroed)} "
@@ -234,9 +241,18 @@ def _judged(site, on, blocked, zero) -> Entry:
                      f"{'it' if len(zeroed) == 1 else 'them'} only through stop_gradient"
                      + (f" (this one blocks {_shares(some)})" if some else ""))
     if not some:
-        return Entry(site, on, NOTHING, blocked, "blocks nothing here (a stabilising shift: "
-                     "the gradient is the same without it)")
+        return Entry(site, on, NOTHING, blocked, "blocks nothing here: the gradient is the "
+                     "same without it (a stabilising shift, or its argument's derivative is "
+                     "zero here)")
     return Entry(site, on, BLOCKS, blocked, f"blocks {_shares(some)}")
+
+
+def _through(p, names) -> str:
+    """``w``, ``w via h``, ``w via h and directly``: how a site's argument depends on p."""
+    others = [n for n in names if n != p]
+    if not others:
+        return p
+    return f"{p} via {', '.join(others)}" + (" and directly" if p in names else "")
 
 
 def _shares(blocked) -> str:
@@ -245,11 +261,17 @@ def _shares(blocked) -> str:
 
 def _blocked(lifted, written) -> Blocked:
     without, as_written = _flat(lifted), _flat(written)
+    for what, g in (("as written", as_written), ("without it", without)):
+        bad = g[~np.isfinite(g)]
+        if bad.size:  # (an infinite slope hidden by the site: sqrt at 0, log at 0)
+            kind = "nan" if np.isnan(bad).any() else "inf"
+            return Blocked(math.nan if kind == "nan" else math.inf, math.nan,
+                           f"{what} is not finite ({kind})")
     difference = float(np.linalg.norm(without - as_written))
     written = float(np.linalg.norm(as_written))
     scale = max(float(np.linalg.norm(without)), written)
-    if not difference > _ROUNDING * scale:  # (nan: nothing to say it blocks)
-        return Blocked(difference if math.isnan(difference) else 0.0, 0.0)
+    if not difference > _ROUNDING * scale:
+        return Blocked(0.0, 0.0)
     return Blocked(difference, difference / (difference + written))
 
 
@@ -280,7 +302,8 @@ def _active(ir) -> set[str]:
 
 def _dependencies(ir) -> dict[tuple, tuple[str, ...]]:
     """For ``ir`` lowered for one parameter: each site whose argument depends on it ->
-    the function's own names it depends on it through, in the order they are computed."""
+    the function's own names it depends on it through, in the order they are computed,
+    the parameter itself first where the argument reads it directly."""
     active = _active(ir)
     edges: dict[str, set[str]] = {}
     order: list[str] = []
@@ -290,9 +313,13 @@ def _dependencies(ir) -> dict[tuple, tuple[str, ...]]:
         if out:
             reading.setdefault(site.key, set()).update(reads)
     user = set(ir.user_names) - set(ir.params)
+    # The parameter itself (a container's leaves, or the container read whole, as in
+    # stop_gradient(params["b"]), whose argument is run as written).
+    param = (ir.given_wrt or ir.wrt)[0]
+    itself = set(ir.wrt) | {param}
     found = {}
     for key, names in reading.items():
-        reads = {n for n in names if n in active}
+        reads = {n for n in names if n in active or n in itself}
         if not reads:
             continue
         seen, todo = set(), list(reads)
@@ -303,7 +330,8 @@ def _dependencies(ir) -> dict[tuple, tuple[str, ...]]:
             seen.add(n)
             todo.extend(edges.get(n, ()))
         own = [_user_name(n, user) for n in order if n in seen]
-        found[key] = tuple(dict.fromkeys(n for n in own if n))
+        direct = [param] if reads & itself else []  # first where it reads it directly
+        found[key] = tuple(dict.fromkeys([*direct, *(n for n in own if n and n != param)]))
     return found
 
 
@@ -350,7 +378,7 @@ def _number(x: float) -> str:
 
 def _percent(share: float) -> str:
     if not math.isfinite(share):
-        return "all"
+        return "?"
     if share == 0:
         return "0%"
     p = 100 * share

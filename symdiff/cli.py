@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from . import kinds
 from .errors import SymdiffError
 
@@ -325,8 +327,9 @@ def _audit_command(argv) -> int:
         params = inspect.signature(fn).parameters
         given = tuple(p for p in wrt[0] if p in params) if wrt is not None else tuple(
             p for p in _parameters(fs.node) if not _integer(params[p]))
-        point = draw_point(fn, given, shapes, namespaces=_local_namespaces(module)) \
-            if given else "it has no parameter to differentiate"
+        with np.errstate(all="ignore"):  # (points where fn is not finite are drawn again)
+            point = draw_point(fn, given, shapes, namespaces=_local_namespaces(module)) \
+                if given else "it has no parameter to differentiate"
         try:
             if isinstance(point, str):
                 raise SymdiffError(f"cannot audit {name}: {point}")

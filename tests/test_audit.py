@@ -13,7 +13,7 @@ import pytest
 from gradcheck import frozen_reference, load, numeric_grad
 
 from symdiff import SymdiffError, audit, grad, hessian, value_and_grad
-from symdiff.audit import BLOCKS, NESTED, NO_EFFECT, NOTHING, SCHEMA, ZERO
+from symdiff.audit import BLOCKS, NESTED, NO_EFFECT, NOT_FINITE, NOTHING, SCHEMA, ZERO
 
 RNG = np.random.default_rng(7)
 
@@ -205,9 +205,9 @@ def test_second_derivatives_without_stop_gradients_are_refused():
 def test_a_stabilising_shift_blocks_nothing():
     e = only(audit(M.shift, RNG.normal(size=5), 2))
     assert e.effect == NOTHING and not e.likely_bug
-    assert e.verdict == ("blocks nothing here (a stabilising shift: the gradient is the same "
-                         "without it)")
-    assert e.depends_on == {"x": ()}
+    assert e.verdict == ("blocks nothing here: the gradient is the same without it (a "
+                         "stabilising shift, or its argument's derivative is zero here)")
+    assert e.depends_on == {"x": ("x",)}
     assert e.blocked["x"].norm == 0 and e.blocked["x"].share == 0
     assert (e.site.line, e.site.col, e.site.text) == (8, 13, "np.max(x)")
 
@@ -246,7 +246,7 @@ def test_a_stop_gradient_around_everything_makes_the_gradient_zero():
 def test_a_nested_stop_gradient_has_no_effect_of_its_own():
     report = audit(M.nested, W, S, wrt=(0, 1))
     outer, inner = report.entries
-    assert outer.effect == BLOCKS and outer.depends_on == {"w": ()}  # x only via the inner
+    assert outer.effect == BLOCKS and outer.depends_on == {"w": ("w",)}  # x only via the inner
     assert inner.effect == NESTED and inner.likely_bug
     assert inner.site.outer == (outer.site.line, outer.site.col)
     assert inner.verdict == (f"nested in the stop_gradient at line {outer.site.line}:"
@@ -290,7 +290,7 @@ def test_several_sites_and_parameters_each_against_central_differences():
             assert entry.blocked[p].norm == pytest.approx(np.linalg.norm(np.subtract(g_l, g)),
                                                           rel=1e-5, abs=1e-9), (entry, p)
     assert first.depends_on == {"w": ("h",), "b": ("h",)}
-    assert second.depends_on == {"b": ()} and second.blocked["w"].norm == 0
+    assert second.depends_on == {"b": ("b",)} and second.blocked["w"].norm == 0
     assert second.verdict == f"blocks {_percent(second.blocked['b'].share)} of the gradient of b"
 
 
@@ -302,7 +302,7 @@ def test_containers_in_wrt_are_audited_as_one_parameter():
     params = {"W": RNG.normal(size=(3, 2)), "b": RNG.normal(size=2)}
     e = only(audit(M.tree, params, X))
     assert e.effect == BLOCKS and set(e.blocked) == {"params"}
-    assert e.depends_on == {"params": ("h",)}
+    assert e.depends_on == {"params": ("params", "h")}
     lifted = grad(M.tree, stop_gradients=False)(params, X)
     written = grad(M.tree)(params, X)
     difference = np.sqrt(sum(np.sum((lifted[k] - written[k]) ** 2) for k in params))
@@ -361,7 +361,7 @@ def test_json_keeps_its_schema():
     for site in data["sites"]:
         assert set(site) == {"file", "line", "col", "argument", "nested_in", "depends_on",
                              "effect", "blocked", "verdict", "likely_bug"}
-        assert site["effect"] in (BLOCKS, NOTHING, NO_EFFECT, ZERO, NESTED)
+        assert site["effect"] in (BLOCKS, NOTHING, NO_EFFECT, ZERO, NESTED, NOT_FINITE)
         for blocked in site["blocked"].values():
             assert set(blocked) == {"norm", "share"}
             assert 0 <= blocked["share"] <= 1
@@ -409,3 +409,43 @@ def loss(w):
     assert e.effect == BLOCKS and e.blocked["w"].share == pytest.approx(0.5)
     with pytest.raises(SymdiffError, match="returns"):
         audit(f, W)
+
+
+def test_a_stop_gradient_reading_a_containers_leaf_depends_on_it():
+    f = load("""
+import numpy as np
+from symdiff import stop_gradient as sg
+
+
+def leaf(params, x):
+    return np.sum(sg(params["b"]) * params["b"] * x)
+""", "leaf")
+    params = {"W": np.ones(2), "b": RNG.normal(size=2)}
+    e = only(audit(f, params, S[:2]))
+    assert e.effect == BLOCKS and e.depends_on == {"params": ("params",)}
+    assert e.blocked["params"].share == pytest.approx(0.5)
+
+
+def test_an_infinite_slope_hidden_by_a_stop_gradient_is_not_measured():
+    f = load("""
+import numpy as np
+from symdiff import stop_gradient as sg
+
+
+def kink(x):
+    return np.sum(x) + sg(np.sqrt(x[0] - x[1]))
+
+
+def logged(x):
+    return np.sum(x * sg(np.log(x)))
+""")
+    with np.errstate(all="ignore"):
+        e = only(audit(f.kink, np.array([1.0, 1.0])))
+        assert e.effect == NOT_FINITE and not e.likely_bug
+        assert e.verdict == "not measured here: the gradient of x without it is not finite (inf)"
+        assert math.isinf(e.blocked["x"].norm)
+        e = only(audit(f.logged, np.array([0.0, 2.0])))
+    assert e.effect == NOT_FINITE and "is not finite" in e.verdict
+    with np.errstate(all="ignore"):
+        row = str(audit(f.kink, np.array([1.0, 1.0]))).splitlines()[3]
+    assert "  x inf (?)  " in row

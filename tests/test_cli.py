@@ -1465,7 +1465,7 @@ def test_audit_prints_each_functions_sites_and_exits_0_when_none_looks_like_a_bu
     assert out.startswith("the audited file ran\n")  # audit runs FILE, as --check does
     blocks = out.split("\n\n")
     assert blocks[0].splitlines()[1].startswith("stop_gradient audit of softmax_nll (m.py:7)")
-    assert "blocks nothing here (a stabilising shift" in blocks[0]
+    assert "blocks nothing here: the gradient is the same without it" in blocks[0]
     assert "line 13:23" in blocks[1] and "% of the gradient of w" in blocks[1]
     assert "plain calls no stop_gradient" in blocks[2]
 
