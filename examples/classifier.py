@@ -20,7 +20,7 @@ import argparse
 
 import numpy as np
 
-from symdiff import stop_gradient, value_and_grad
+from symdiff import audit, stop_gradient, value_and_grad
 
 
 class Classifier:
@@ -82,6 +82,9 @@ def main(argv=None):
     kinds = sorted({str(v.dtype) for v in params.values()})
     print(f"parameters: {', '.join(f'{k} {v.shape}' for k, v in params.items())}; "
           f"dtype {', '.join(kinds)}")
+    print("\nthe logits' shift blocks nothing (it only keeps np.exp finite), at the trained "
+          "parameters:")
+    print(audit(model.loss, params, X, Y, has_aux=True))
     return params, history
 
 

@@ -12,7 +12,9 @@ means, weighted variances, average responsibilities), that is, at a fixed point 
 gradient ascent on it (three components, 300 points) reaches the same parameters as EM's
 closed-form updates; both are printed. (Without stop_gradient the gradient would also
 move r, and the ascent would maximise something else. With it, the gradient equals that
-of the log-likelihood itself, Fisher's identity: the ascent climbs the likelihood.)
+of the log-likelihood itself, Fisher's identity: the ascent climbs the likelihood.) The
+stop_gradient audit at the start measures the part of the gradient that stop_gradient
+blocks: the derivative through r, which the M-step leaves out.
 
 Run: python examples/em_gmm.py
 """
@@ -21,7 +23,7 @@ import argparse
 
 import numpy as np
 
-from symdiff import grad, stop_gradient
+from symdiff import audit, grad, stop_gradient
 
 
 def m_step_objective(mu, log_var, logit, x):
@@ -78,8 +80,12 @@ def main(argv=None):
     start = (np.array([-2.0, -0.5, 1.0]), np.zeros(3), np.zeros(3))
 
     gradient = grad(m_step_objective, wrt=("mu", "log_var", "logit"))
+    report = audit(m_step_objective, *start, x, wrt=("mu", "log_var", "logit"))
+    print("the E-step's stop_gradient blocks the gradient through the responsibilities, which "
+          "the M-step\nholds fixed (what is left is the log-likelihood's gradient):")
+    print(report)
     params = start
-    print(f"gradient ascent on the M-step objective ({args.steps} steps, step size 1):")
+    print(f"\ngradient ascent on the M-step objective ({args.steps} steps, step size 1):")
     for step in range(args.steps + 1):
         if step in (0, 10, 30, 100, 300, args.steps):
             print(f"  step {step:3d}: log-likelihood {log_likelihood(*params, x):.6f}, "
@@ -101,7 +107,8 @@ def main(argv=None):
     gap = max(np.max(np.abs(a - m))
               for a, m in zip(readable(*ascent), readable(*m_step), strict=True))
     print(f"largest difference between the ascent and its M-step: {gap:.1e}")
-    return {"x": x, "start": start, "ascent": ascent, "m_step": m_step, "em": em}
+    return {"x": x, "start": start, "ascent": ascent, "m_step": m_step, "em": em,
+            "audit": report}
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ backprop should happen through the adversarial example generation process". In
 adversarial_loss the FGSM example is built inside the objective from the current weights
 (for this model d loss_i / d x_i = (sigmoid(z_i) - y_i) * w) and wrapped in stop_gradient,
 so the weight gradient treats it as data. (np.sign has derivative 0 anyway; stop_gradient
-says so, and keeps holding for perturbations that are not piecewise constant.) Training on
+says so, and keeps holding for perturbations that are not piecewise constant: the
+stop_gradient audit finds that it blocks nothing here.) Training on
 clean plus adversarial inputs moves the classifier's weight from the narrow feature, which
 the attack overwhelms, to the wide one: less accurate on clean inputs, more robust.
 
@@ -22,7 +23,7 @@ import argparse
 
 import numpy as np
 
-from symdiff import grad, stop_gradient
+from symdiff import audit, grad, stop_gradient
 
 
 def loss(w, b, x, y):
@@ -100,6 +101,12 @@ def main(argv=None):
     print(f"  e.g. point {i} (label {y_test[i]:.0f}): x = {x_test[i]}, p(y=1) = {p[0]:.3f}")
     print(f"       x_adv = {x_adv[i]}, p(y=1) = {p[1]:.3f}")
 
+    report = audit(adversarial_loss, w, b, x_train, y_train, eps, wrt=("w", "b"))
+    print("\nthe FGSM example's stop_gradient blocks nothing here: np.sign's derivative is 0, "
+          "so no gradient\nflows through the attack either way (it would for a smooth "
+          "perturbation)")
+    print(report)
+
     robust = train(grad(adversarial_loss, wrt=("w", "b")), x_train, y_train, extra=(eps,))
     x_adv_robust = fgsm(grad_x, *robust, x_test, y_test, eps)
     print(f"\nadversarial training (FGSM examples stopped inside the loss, eps = {eps}):")
@@ -109,7 +116,8 @@ def main(argv=None):
           f"(plain training: {accuracy(w, b, x_adv, y_test):.3f})")
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test,
             "eps": eps, "weights": (w, b), "x_adv": x_adv, "loss": (before, after),
-            "flipped": int(np.sum(flipped)), "robust": robust, "x_adv_robust": x_adv_robust}
+            "flipped": int(np.sum(flipped)), "robust": robust, "x_adv_robust": x_adv_robust,
+            "audit": report}
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ p(v | h) (Hinton's practical guide uses probabilities for the reconstruction). T
 step is computed inside the objective from W, b and c, and wrapped in stop_gradient. Its
 gradient is then the hand-derived CD-1 rule, e.g. for W:
 -(<v sigmoid(v @ W + c)>_data - <v sigmoid(v @ W + c)>_model); main() checks this and
-trains an RBM on two noisy 8-pixel patterns with it.
+trains an RBM on two noisy 8-pixel patterns with it. Its stop_gradient audit shows what
+each stop_gradient does: the sampled hidden units block nothing (np.where's derivative is 0),
+the reconstruction's blocks the gradient through the model's sample, which CD-1 leaves out.
 
 Run: python examples/rbm_cd.py
 """
@@ -21,7 +23,7 @@ import argparse
 
 import numpy as np
 
-from symdiff import grad, stop_gradient
+from symdiff import audit, grad, stop_gradient
 
 
 def cd1_objective(W, b, c, v_data, u_h):
@@ -74,6 +76,10 @@ def main(argv=None):
     print("gradient of the CD-1 objective vs the CD-1 rule by hand, at the start:")
     for name, g, update in zip("Wbc", ours, by_hand, strict=True):
         print(f"  d/d{name}: largest |gradient + update| = {np.max(np.abs(g + update)):.1e}")
+    report = audit(cd1_objective, W, b, c, data, u_h, wrt=("W", "b", "c"))
+    print("\nthe sampled h_data's stop_gradient blocks nothing (np.where's derivative is 0); "
+          "v_model's blocks\nthe gradient through the Gibbs step, which CD-1 leaves out:")
+    print(report)
 
     others = np.array([[0, 0, 0, 0, 1, 1, 1, 1], [1, 0, 1, 0, 1, 0, 1, 0.0]])
     before = free_energy(W, b, c, np.vstack([patterns, others]))
@@ -90,7 +96,7 @@ def main(argv=None):
     for row in reconstruction:
         print(f"  {np.round(row, 2)}")
     return {"data": data, "u_h": u_h, "start_grads": ours, "params": (W, b, c),
-            "free_energy": (before, after), "reconstruction": reconstruction}
+            "free_energy": (before, after), "reconstruction": reconstruction, "audit": report}
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ The well-known Q&A "How to use stop_gradient in Tensorflow" fits x @ w1 to x @ (
 and wraps the second product in stop_gradient. Gradient descent then updates all three
 weights (here: our gradient with wrt=("w1", "w2", "w3")), but the gradients of w2 and w3
 are exactly zero: they keep their initial values, and w1 converges to w2 * w3. The loss is
-the Q&A's, in NumPy; each step draws a fresh batch of inputs, as its feed_dict did.
+the Q&A's, in NumPy; each step draws a fresh batch of inputs, as its feed_dict did. The
+stop_gradient audit marks the stop_gradient as a likely bug because it makes the gradients
+of w2 and w3 zero: here that is the point (examples/var_list.py does it with wrt instead).
 
 Run: python examples/regression_stop_gradient.py [--steps 100] [--plot weights.png]
 (--plot draws w1, w2 and w3 over the iterations, like the Q&A's figure; it needs
@@ -15,7 +17,7 @@ import argparse
 
 import numpy as np
 
-from symdiff import grad, stop_gradient
+from symdiff import audit, grad, stop_gradient
 
 
 def loss(w1, w2, w3, x):
@@ -74,11 +76,16 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     w1, w2, w3 = (rng.standard_normal((5, 1)) for _ in range(3))
     gradient = grad(loss, wrt=("w1", "w2", "w3"))
-    g1, g2, g3 = gradient(w1, w2, w3, rng.standard_normal((100, 5)))
+    x = rng.standard_normal((100, 5))
+    g1, g2, g3 = gradient(w1, w2, w3, x)
     print("gradients at the start (one batch of 100):")
     print(f"  d loss / d w1 = {g1[:, 0]}")
     print(f"  d loss / d w2 = {g2[:, 0]}")
     print(f"  d loss / d w3 = {g3[:, 0]}")
+    report = audit(loss, w1, w2, w3, x, wrt=("w1", "w2", "w3"))
+    print("\nthe audit marks the stop_gradient ! as it leaves w2 and w3 no gradient: here on "
+          "purpose")
+    print(report)
 
     w1s, w2s, w3s = descend(gradient, w1, w2, w3, rng, steps=args.steps)
     target = w2s[0] * w3s[0]
@@ -93,7 +100,7 @@ def main(argv=None):
         f"{i}: {gaps[i]:.1e}" for i in np.linspace(0, args.steps, 5).astype(int)))
     if args.plot and plot(w1s, w2s, w3s, args.plot):
         print(f"\nwrote {args.plot}")
-    return {"w1": w1s, "w2": w2s, "w3": w3s, "start_grads": (g1, g2, g3)}
+    return {"w1": w1s, "w2": w2s, "w3": w3s, "start_grads": (g1, g2, g3), "audit": report}
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ evaluated at the rounded weights. Plain np.round has derivative 0, so the same l
 rounding alone gives a zero gradient and gradient descent never moves.
 
 main() fits a linear model whose weights are used rounded to multiples of 0.25, both ways.
+Its stop_gradient audit shows the stopped correction blocking a gradient equal and opposite
+to the straight-through one (blocked |g| = |g|, half of the two together): without it the
+gradient would be rounding's zero.
 
 Run: python examples/straight_through.py
 """
@@ -17,7 +20,7 @@ from collections import Counter
 
 import numpy as np
 
-from symdiff import grad, stop_gradient
+from symdiff import audit, grad, stop_gradient
 
 STEP = 0.25  # the quantization step
 
@@ -54,8 +57,12 @@ def main(argv=None):
     print(f"  gradient, straight-through: {ste(w0, x, y)}")
     print(f"  gradient, rounding only:    {rounded(w0, x, y)}")
     print(f"  2/N x.T @ (x @ q - y):      {2 * x.T @ (x @ q0 - y) / len(y)}")
+    report = audit(loss, w0, x, y, wrt="w")
+    print("\nthe stopped correction blocks the negative of the straight-through gradient, as "
+          "large as it\n(so a 50% share): without it the gradient would be rounding's zero")
+    print(report)
 
-    results = {"x": x, "y": y, "w0": w0}
+    results = {"x": x, "y": y, "w0": w0, "audit": report}
     for name, g in (("straight-through", ste), ("rounding only", rounded)):
         w, track = w0, []
         for _ in range(args.steps):

@@ -9,7 +9,9 @@ target as well (the "residual gradient") is a different algorithm.
 Here Q(s) = s @ W, written inline, on a five-state chain: action 1 moves right, action 0
 moves left, and moving right from the last state ends the episode with reward 1. With
 one-hot states the linear Q is a table, and semi-gradient descent on all ten transitions
-converges to Q*, computed by value iteration for comparison.
+converges to Q*, computed by value iteration for comparison. The stop_gradient audit of
+td_loss measures what the stopped target blocks: the residual gradient's extra part, which
+for one transition is gamma times the semi-gradient's size (a share gamma / (1 + gamma)).
 
 Run: python examples/td_target.py
 """
@@ -18,7 +20,7 @@ import argparse
 
 import numpy as np
 
-from symdiff import grad, stop_gradient
+from symdiff import audit, grad, stop_gradient
 
 
 def td_loss(W, s, a, r, s_next, done, gamma):
@@ -82,6 +84,10 @@ def main(argv=None):
     print(f"  TD target stopped (Q-learning), only Q(2, right) moves:\n{semi(W0, *one, GAMMA)}")
     print(f"  target not stopped (residual gradient), Q(3, argmax) moves too:\n"
           f"{residual(W0, *one, GAMMA)}")
+    report = audit(td_loss, W0, *one, GAMMA, wrt="W")
+    print("\nthe target's stop_gradient blocks the residual part of the gradient (the Q(3, .) "
+          "entry above): what Q-learning leaves out")
+    print(report)
 
     W = W0
     for _ in range(args.steps):
@@ -90,7 +96,7 @@ def main(argv=None):
     print(f"\nQ after {args.steps} semi-gradient steps on all ten transitions:\n{W}")
     print(f"Q* by value iteration:\n{q_star}")
     print(f"largest difference: {np.max(np.abs(W - q_star)):.1e}")
-    return {"W0": W0, "one": one, "W": W, "q_star": q_star}
+    return {"W0": W0, "one": one, "W": W, "q_star": q_star, "audit": report}
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ mean((x @ w1 - x @ (w2 * w3))**2), and tell the optimizer which variables to upd
 the stop_gradient version (examples/regression_stop_gradient.py), and as w2 and w3 get no
 gradient they are not updated: w1 converges to w2 * w3 along the same path. What differs is
 the gradient that would exist for w2 and w3: the plain loss has one (printed below),
-the stopped loss has none.
+the stopped loss has none. The stop_gradient audit of the stopped loss says so: it marks the
+stop_gradient as a likely bug, since w2 and w3 get a zero gradient through it, and measures
+the gradients it blocks, the plain loss's.
 
 Run: python examples/var_list.py
 """
@@ -15,7 +17,7 @@ import argparse
 
 import numpy as np
 
-from symdiff import grad, stop_gradient
+from symdiff import audit, grad, stop_gradient
 
 
 def loss(w1, w2, w3, x):
@@ -52,6 +54,11 @@ def main(argv=None):
     print(f"  stopped loss: d/dw2 = {s2[:, 0]}, d/dw3 = {s3[:, 0]}")
     print(f"  plain loss:   d/dw2 = {a2[:, 0]}")
     print(f"                d/dw3 = {a3[:, 0]}")
+    report = audit(loss_stopped, w1, w2, w3, x, wrt=("w1", "w2", "w3"))
+    print("\nthe stopped loss's stop_gradient blocks all of w2's and w3's gradients (the plain "
+          "loss's above)\nand none of w1's: it freezes w2 and w3 as var_list=[w1] does, and is "
+          "marked ! for it")
+    print(report)
 
     start = (w1, w2, w3)
     w1s = [w1]
@@ -66,7 +73,7 @@ def main(argv=None):
     print(f"  w2, w3 unchanged: {np.array_equal(w2, start[1]) and np.array_equal(w3, start[2])}")
     print(f"  max |w1 - w2 * w3| = {np.max(np.abs(w1s[-1] - (w2 * w3)[:, 0])):.1e}")
     return {"start": start, "x": x, "w1": w1s, "grad_w1": g1, "stopped": (s1, s2, s3),
-            "plain": (a1, a2, a3)}
+            "plain": (a1, a2, a3), "audit": report}
 
 
 if __name__ == "__main__":

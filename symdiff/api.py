@@ -53,16 +53,19 @@ class Gradient:
     (12.0, True)
     """
 
-    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "has_aux", "_fast", "_seen", "_specs",
-                 "_signature", "_names", "_arity", "_self", "_scalar", "__weakref__")
+    __slots__ = ("fun", "wrt", "with_value", "as_tuple", "has_aux", "lifted", "_fast", "_seen",
+                 "_specs", "_signature", "_names", "_arity", "_self", "_scalar", "__weakref__")
 
     def __init__(self, fun, wrt, with_value=False, as_tuple=False, has_aux=False,
-                 scalar=None):
+                 scalar=None, lifted=frozenset()):
         self.fun = fun
         self.wrt = wrt
         self.with_value = with_value
         self.as_tuple = as_tuple
         self.has_aux = has_aux
+        # The stop_gradient calls read as identities (their Site.key), or "all":
+        # grad(f, stop_gradients=False), and audit's gradient without one of them.
+        self.lifted = lifted
         # Calls whose arguments' types say their kinds (Python and NumPy numbers), with
         # nothing left out: the types -> the _Spec the dispatcher runs (_dispatch); _seen:
         # the types of such calls made once (a gradient called once needs no dispatcher).
@@ -95,8 +98,8 @@ class Gradient:
         built = spec.built
         if type(error) is runtime._Raising and not self.with_value:
             # np.errstate(...="raise"): what grad skips may raise: run it all
-            value, grads = Gradient(self.fun, self.wrt, True, self.as_tuple,
-                                    self.has_aux)(*args, **kwargs)
+            value, grads = Gradient(self.fun, self.wrt, True, self.as_tuple, self.has_aux,
+                                    lifted=self.lifted)(*args, **kwargs)
             return (grads, value[1]) if self.has_aux else grads
         # On Python floats, math raises where NumPy gives nan or inf (math.log(0.0)), and
         # a value it keeps a Python float may be divided by zero where NumPy's would not
@@ -274,11 +277,12 @@ class Gradient:
         qualname = getattr(self.fun, "__qualname__", "")
         found = _lookup(module, qualname)
         if isinstance(found, Gradient) and found.fun is self.fun:
-            return _by_name, (module, qualname, *options)
-        return Gradient, (self.fun, *options)
+            return _by_name, (module, qualname, *options, self.lifted)
+        return Gradient, (self.fun, *options, None, self.lifted)
 
     def __copy__(self):
-        return Gradient(self.fun, self.wrt, self.with_value, self.as_tuple, self.has_aux)
+        return Gradient(self.fun, self.wrt, self.with_value, self.as_tuple, self.has_aux,
+                        lifted=self.lifted)
 
     def __deepcopy__(self, memo):
         return self.__copy__()  # a function is copied as itself, as copy.deepcopy does
@@ -327,19 +331,22 @@ class Gradient:
     def __repr__(self):
         what = "value_and_grad" if self.with_value else "grad"
         wrt = calls.shifted_back(self.wrt) if self._self is not None else self.wrt
-        return f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt {wrt}>"
+        lifted = ", stop_gradients=False" if self.lifted == "all" else \
+            f", stop_gradient lifted at {len(self.lifted)} call(s)" if self.lifted else ""
+        return (f"<symdiff {what} of {getattr(self.fun, '__qualname__', self.fun)} wrt "
+                f"{wrt}{lifted}>")
 
     def _build(self, found, stale=None, floats=True) -> _Built:
         options = (self.wrt, self.with_value, self.as_tuple, self.has_aux, found)
         # The code object too: replacing f.__code__ (as autoreload does) is a new f.
-        key = (*options, getattr(self.fun, "__code__", None), floats)
+        key = (*options, getattr(self.fun, "__code__", None), floats, self.lifted)
         try:
             per_fn = _MEMORY.setdefault(self.fun, {})
         except TypeError:  # not weak-referenceable: no memory cache
             per_fn = {}
         built = per_fn.get(key)
         if built is None or built is stale:
-            built = per_fn[key] = _build(self.fun, *options, floats)
+            built = per_fn[key] = _build(self.fun, *options, floats, self.lifted)
         return built
 
     # --- inspection: closed formulas (symdiff.formula) and notebook display ---
@@ -349,7 +356,7 @@ class Gradient:
         from .lower import lower
         from .parse import parse
 
-        return formula(lower(parse(self.fun), self.wrt))
+        return formula(lower(parse(self.fun), self.wrt, lifted=self.lifted))
 
     def math(self, unicode: bool = True) -> str:
         """The function and its partial derivatives as closed formulas, pretty-printed by
@@ -446,7 +453,7 @@ def _lookup(module, qualname):
     return obj.gradient if isinstance(obj, BoundGradient) else obj
 
 
-def _by_name(module, qualname, wrt, with_value, as_tuple, has_aux=False):
+def _by_name(module, qualname, wrt, with_value, as_tuple, has_aux=False, lifted=frozenset()):
     """Unpickle a gradient whose function's name holds a gradient (``@grad def f``)."""
     import importlib
 
@@ -457,7 +464,7 @@ def _by_name(module, qualname, wrt, with_value, as_tuple, has_aux=False):
 
         raise pickle.UnpicklingError(f"cannot find {module}.{qualname} to rebuild its gradient")
     return Gradient(found.fun if isinstance(found, Gradient) else found, wrt, with_value,
-                    as_tuple, has_aux)
+                    as_tuple, has_aux, lifted=lifted)
 
 
 def _normalize_wrt(wrt):
@@ -468,7 +475,7 @@ def _normalize_wrt(wrt):
     return (wrt,), False
 
 
-def grad(fun=None, wrt=0, has_aux=False):
+def grad(fun=None, wrt=0, has_aux=False, stop_gradients=True):
     """The gradient of a scalar function ``fun`` with respect to ``wrt``.
 
     ``wrt`` is a parameter name or position (one gradient), or a tuple of them (a tuple of
@@ -476,6 +483,8 @@ def grad(fun=None, wrt=0, has_aux=False):
     (``@grad``), called (``grad(f, wrt="y")``) or as a factory (``@grad(wrt=1)``).
     ``has_aux=True``: ``fun`` returns ``(value, aux)``, and the gradient ``(gradient,
     aux)``, aux as the function computed it (JAX's contract).
+    ``stop_gradients=False``: the gradient as if every ``stop_gradient`` were an identity
+    (what the stop_gradients remove, with ``audit``, which reports each one's share).
 
     >>> import numpy as np
     >>> from symdiff import grad
@@ -486,12 +495,20 @@ def grad(fun=None, wrt=0, has_aux=False):
     2.0
     """
     wrt, as_tuple = _normalize_wrt(wrt)
+    lifted = _lifted(stop_gradients)
     if fun is None:
-        return lambda f: _gradient(f, wrt, False, as_tuple, has_aux)
-    return _gradient(fun, wrt, False, as_tuple, has_aux)
+        return lambda f: _gradient(f, wrt, False, as_tuple, has_aux, lifted)
+    return _gradient(fun, wrt, False, as_tuple, has_aux, lifted)
 
 
-def value_and_grad(fun=None, wrt=0, has_aux=False):
+def _lifted(stop_gradients):
+    if not isinstance(stop_gradients, bool):
+        raise SymdiffError(f"stop_gradients={stop_gradients!r}: True (stop_gradient is a "
+                           "constant, the default) or False (it is an identity)")
+    return frozenset() if stop_gradients else "all"
+
+
+def value_and_grad(fun=None, wrt=0, has_aux=False, stop_gradients=True):
     """Like ``grad``, but the result is ``(fun(*args), gradient)``, from one forward sweep;
     with ``has_aux=True``, ``((value, aux), gradient)``.
 
@@ -502,24 +519,29 @@ def value_and_grad(fun=None, wrt=0, has_aux=False):
     (9.0, 6.0)
     """
     wrt, as_tuple = _normalize_wrt(wrt)
+    lifted = _lifted(stop_gradients)
     if fun is None:
-        return lambda f: _gradient(f, wrt, True, as_tuple, has_aux)
-    return _gradient(fun, wrt, True, as_tuple, has_aux)
+        return lambda f: _gradient(f, wrt, True, as_tuple, has_aux, lifted)
+    return _gradient(fun, wrt, True, as_tuple, has_aux, lifted)
 
 
-def _gradient(fun, wrt, with_value, as_tuple, has_aux=False):
+def _gradient(fun, wrt, with_value, as_tuple, has_aux=False, lifted=frozenset()):
     """A Gradient of ``fun``; of a bound method, one bound to its object (see
     ``calls.unbind``: ``wrt`` counts from after self)."""
     if isinstance(fun, (staticmethod, classmethod)):  # @grad over @staticmethod
-        return type(fun)(_gradient(fun.__func__, wrt, with_value, as_tuple, has_aux))
+        return type(fun)(_gradient(fun.__func__, wrt, with_value, as_tuple, has_aux, lifted))
     from .higher import _not_of_jacobian
 
     _not_of_jacobian(fun, "grad")
     if isinstance(fun, Gradient):
         from .higher import second
 
+        if lifted or fun.lifted:
+            raise SymdiffError(f"grad of {fun!r} with stop_gradients=False: second derivatives "
+                               "read stop_gradient as a constant only; differentiate a copy "
+                               "of the function without its stop_gradient calls")
         return second(fun, wrt, with_value, as_tuple, has_aux)
     _refuse(fun)
     fun, wrt, obj = calls.unbind(fun, wrt)
-    gradient = Gradient(fun, wrt, with_value, as_tuple, has_aux)
+    gradient = Gradient(fun, wrt, with_value, as_tuple, has_aux, lifted=lifted)
     return gradient if obj is calls.UNBOUND else BoundGradient(gradient, obj)

@@ -44,10 +44,11 @@ class _Built:
 
 
 def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_aux=False,
-                 floats=True):
+                 floats=True, lifted=frozenset()):
     """Run the pipeline on a parsed function: returns ``(ir, source)`` of its gradient,
     specialised on ``kinds`` (parameter name -> kinds.Kind; None or a name left out: any).
     ``floats``: on Python floats, math's functions for NumPy's (``floats.on_floats``).
+    ``lifted``: the stop_gradient calls read as identities (``lower``).
 
     Used by ``grad`` and by the CLI (which parses files without running them). Any failure
     that is not a located SymdiffError is reported as one, never as a raw traceback.
@@ -60,7 +61,7 @@ def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_
     from .prune import prune
 
     try:
-        ir = lower(parsed, wrt, kinds, has_aux)
+        ir = lower(parsed, wrt, kinds, has_aux, lifted)
         ir = on_floats(ir) if floats else ir
         return ir, emit(prune(differentiate(ir, with_value, as_tuple)), floats)
     except SymdiffError:
@@ -73,13 +74,16 @@ def build_source(parsed, wrt, with_value=False, as_tuple=False, kinds=None, has_
         raise err from None
 
 
-def _build(fun, wrt, with_value, as_tuple, has_aux, found, floats=True) -> _Built:
+def _build(fun, wrt, with_value, as_tuple, has_aux, found, floats=True,
+           lifted=frozenset()) -> _Built:
     from . import cache
 
     # (the kinds as text: a cache key is made of the options' repr)
     options = (wrt, with_value, as_tuple, has_aux, [(n, str(k)) for n, k in found])
     if not floats:
         options += ("without the float path",)
+    if lifted:
+        options += ("stop_gradient read as identity", sorted(lifted) if lifted != "all" else "all")
     entry = cache.load(fun, options)
     built = _from_entry(fun, entry) if entry is not None else None
     if built is not None:
@@ -89,7 +93,8 @@ def _build(fun, wrt, with_value, as_tuple, has_aux, found, floats=True) -> _Buil
     from .parse import parse
 
     parsed = _without_default_code(parse(fun))
-    ir, source = build_source(parsed, wrt, with_value, as_tuple, dict(found), has_aux, floats)
+    ir, source = build_source(parsed, wrt, with_value, as_tuple, dict(found), has_aux, floats,
+                              lifted)
     names = {n: obj for n, obj, _ in ir.globals}
     fn, globs = compile_source(source, "grad_" + ir.name, names, ir.np_alias)
     _defaults(fn, fun)

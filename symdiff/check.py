@@ -328,6 +328,15 @@ def parameter_shape(param: inspect.Parameter, shapes) -> tuple[int, ...]:
     return ()
 
 
+def draw_point(fn, wrt, shapes=None, seed=0, namespaces=()):
+    """Arguments ``(args, kwargs)`` for ``fn``, drawn as ``check_gradient`` draws its first
+    point (``symdiff audit`` audits there), or a str saying why there is none."""
+    signature = inspect.signature(fn)
+    found = _finite_point(fn, signature, wrt, shapes or {}, np.random.default_rng(seed),
+                          _Frozen(fn, namespaces))
+    return found if isinstance(found, str) else _call_arguments(*found)
+
+
 def _finite_point(fn, signature, wrt, shapes, rng, frozen):
     """Values for every parameter where ``fn`` is finite (recording stop_gradient there),
     or what went wrong at every point tried."""

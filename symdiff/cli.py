@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import importlib.machinery
 import importlib.util
+import inspect
 import itertools
 import os
 import re
@@ -22,6 +23,8 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from . import kinds
 from .errors import SymdiffError
@@ -74,6 +77,10 @@ calls stop_gradient, the gradient differenced is central differences of the func
 with stop_gradient frozen (steps 1e-4, rounding term 10 * eps * |f| / (h1 * h2)).
 --output does not write Hessians.
 
+symdiff audit FILE: what each stop_gradient of each function blocks, at a random point
+drawn as --check draws them (FILE is run); exit 1 where one has no effect or makes a
+gradient zero. See symdiff audit --help.
+
 symdiff cache info | symdiff cache clear: show or empty the disk cache of gradients.
 
 exit status: 0 all went well, 1 a function failed or a check disagreed, 2 usage error
@@ -110,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["cache"]:
         return _cache_command(argv[1:])
+    if argv[:1] == ["audit"] and not os.path.isfile("audit"):
+        return _audit_command(argv[1:])
     parser = _parser()
     opts = parser.parse_args(argv)
     wrt = _parse_wrt(opts.wrt, parser)
@@ -266,6 +275,81 @@ def _cache_command(argv) -> int:
     else:
         print(f"removed {cache.clear()} entries")
     return 0
+
+
+def _audit_command(argv) -> int:
+    """``symdiff audit FILE``: each function's stop_gradient calls audited (``audit``) at a
+    point drawn as --check draws them; exit 1 where one looks like a bug."""
+    import json
+
+    from .audit import audit
+    from .check import _integer, draw_point
+    from .static import read_module
+
+    parser = argparse.ArgumentParser(
+        prog="symdiff audit", description="Audit the stop_gradient calls of the functions in "
+        "a Python file: what each depends on and how much of the gradient it blocks, at a "
+        "random point drawn as --check draws them (FILE is run, as --check runs it). Exit "
+        "status 1 where a stop_gradient has no effect or makes a gradient zero.")
+    parser.add_argument("file", metavar="FILE", help="a Python file")
+    parser.add_argument("--function", "-f", metavar="NAME", action="append", default=[],
+                        help="audit this function (repeatable; default: all)")
+    parser.add_argument("--wrt", metavar="x,y", help="the parameters the gradient is taken "
+                        "with respect to (default: those without an integer default)")
+    parser.add_argument("--shape", metavar="x=3,4", action="append", default=[],
+                        help="the shape of parameter x at the point (repeatable)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    opts = parser.parse_args(argv)
+    wrt = _parse_wrt(opts.wrt, parser)
+    shapes = _parse_shapes(opts.shape, parser)
+    try:
+        module = read_module(opts.file)
+    except OSError as e:
+        parser.error(f"cannot read {opts.file}: {e.strerror or e}")
+    except SymdiffError as e:
+        _report(e, opts.file)
+        return 1
+    names = list(dict.fromkeys(opts.function))
+    unknown = [n for n in names if n not in module.functions]
+    if unknown:
+        parser.error(f"{opts.file} has no top-level function {unknown[0]!r} (it defines: "
+                     f"{', '.join(module.functions) or 'none'})")
+    live = _run(module, "audit")
+    if live is None:
+        return 1
+    reports, failed = [], False
+    for name in names or module.functions:
+        fs = module.functions[name]
+        fn = _live_function(module, live, fs, "audit")
+        if fn is None:
+            failed = True
+            continue
+        params = inspect.signature(fn).parameters
+        given = tuple(p for p in wrt[0] if p in params) if wrt is not None else tuple(
+            p for p in _parameters(fs.node) if not _integer(params[p]))
+        with np.errstate(all="ignore"):  # (points where fn is not finite are drawn again)
+            point = draw_point(fn, given, shapes, namespaces=_local_namespaces(module)) \
+                if given else "it has no parameter to differentiate"
+        try:
+            if isinstance(point, str):
+                raise SymdiffError(f"cannot audit {name}: {point}")
+            reports.append(audit(fn, *point[0], wrt=given, **point[1]))
+        except SymdiffError as e:
+            if names:  # named: a failure; else skipped, with a note
+                _report(e, opts.file)
+                failed = True
+            else:
+                print(f"{opts.file}: note: skipped {name}: {_first_line(e)}", file=sys.stderr)
+    if opts.format == "json":
+        print(json.dumps([r.as_dict() for r in reports], indent=2))
+    else:
+        print("\n\n".join(map(str, reports)))
+    return 1 if failed or any(r.likely_bugs for r in reports) else 0
+
+
+def _first_line(error) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -583,36 +667,19 @@ def _write(module, built, out, argv) -> bool:
 def _check(module, built, shapes, order=1) -> bool:
     """Run FILE, then check each gradient (the text printed, compiled in FILE's namespace),
     or with ``order`` 2 each Hessian (``symdiff.hessian`` of the function FILE defines)."""
-    from .api import Gradient
     from .check import check_gradient
     from .compile import compile_source
     from .parse import Namespace
-    from .static import script_path
 
     if not built:
         return True
-    name = f"__symdiff_check_{next(_checked_modules)}__"
-    # Whatever FILE's suffix (a script such as ./train has none), as Python source.
-    loader = importlib.machinery.SourceFileLoader(name, module.path)
-    spec = importlib.util.spec_from_file_location(name, module.path, loader=loader)
-    live = importlib.util.module_from_spec(spec)
-    sys.modules[name] = live  # some code (dataclasses) looks its module up while it runs
-    try:
-        with script_path(module.path):
-            spec.loader.exec_module(live)
-    except (Exception, SystemExit) as e:
-        print(f"{module.path}: error: --check runs {module.path}, which raised "
-              f"{type(e).__name__}: {e}", file=sys.stderr)
+    live = _run(module, "--check")
+    if live is None:
         return False
-    finally:
-        sys.modules.pop(name, None)
     ok = True
     for b in built:
-        fn = getattr(live, b.name, None)
-        fn = fn.fun if isinstance(fn, Gradient) else fn
-        if not hasattr(fn, "__globals__"):
-            _report(module.source.problem(b.function.node, f"cannot check {b.name}: after "
-                                          "running the file it is not a function"), module.path)
+        fn = _live_function(module, live, b.function, "check")
+        if fn is None:
             ok = False
             continue
         if order == 2:
@@ -639,6 +706,43 @@ def _check(module, built, shapes, order=1) -> bool:
                     f"relative error {result.error:.1e} in {result.where}")
             _report(module.source.problem(b.function.node, what), module.path)
     return ok
+
+
+def _run(module, why):
+    """FILE run as a module of its own (as ``why``, --check or audit, says it is), or None
+    when it raises (said)."""
+    from .static import script_path
+
+    name = f"__symdiff_check_{next(_checked_modules)}__"
+    # Whatever FILE's suffix (a script such as ./train has none), as Python source.
+    loader = importlib.machinery.SourceFileLoader(name, module.path)
+    spec = importlib.util.spec_from_file_location(name, module.path, loader=loader)
+    live = importlib.util.module_from_spec(spec)
+    sys.modules[name] = live  # some code (dataclasses) looks its module up while it runs
+    try:
+        with script_path(module.path):
+            spec.loader.exec_module(live)
+    except (Exception, SystemExit) as e:
+        print(f"{module.path}: error: {why} runs {module.path}, which raised "
+              f"{type(e).__name__}: {e}", file=sys.stderr)
+        return None
+    finally:
+        sys.modules.pop(name, None)
+    return live
+
+
+def _live_function(module, live, fs, what):
+    """The function ``fs`` names as running FILE bound it (under @grad, its function), or
+    None when that is not a function (said)."""
+    from .api import Gradient
+
+    fn = getattr(live, fs.name, None)
+    fn = fn.fun if isinstance(fn, Gradient) else fn
+    if not hasattr(fn, "__globals__"):
+        _report(module.source.problem(fs.node, f"cannot {what} {fs.name}: after running "
+                                      "the file it is not a function"), module.path)
+        return None
+    return fn
 
 
 def _check_second(module, b, fn, shapes) -> bool:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from . import containers, lists, rules
+from . import containers, lists, rules, runtime
 from .errors import SymdiffError
-from .ir import Eqn, symbol
+from .ir import Eqn, Site, symbol
 from .parse import MISSING
 
 COVERAGE = "the coverage table in README.md"
@@ -277,8 +277,22 @@ class Expressions:
     def _stop_gradient(self, node) -> Val:
         if len(node.args) != 1 or node.keywords:
             self.fail(node, "stop_gradient takes exactly one argument", "stop_gradient(x)")
+        site = self._site(node)
+        if self.lifted == "all" or site.key in self.lifted:
+            # grad(f, stop_gradients=False), or audit lifting this one: an identity.
+            self.sites.append((site, "", ()))
+            return self._expr(node.args[0])
         code = self._constant_code(node.args[0])
         out = self.names.fresh("_sg", numbered=True)
+        # A stop_gradient inside this one's argument is run as written: no effect of its own,
+        # and what only it reads does not reach this one's argument with a gradient.
+        inner = [n for n in ast.walk(code)
+                 if isinstance(n, ast.Call) and self._names_stop_gradient(n.func)]
+        hidden = {id(n) for c in inner for a in c.args for n in ast.walk(a)}
+        reads = tuple(dict.fromkeys(n.id for n in ast.walk(code)
+                                    if isinstance(n, ast.Name) and id(n) not in hidden))
+        self.sites.append((site, out, reads))
+        self.sites.extend((self._site(c, (site.line, site.col)), "", ()) for c in inner)
         self.bound.add(out)
         self.temps.add(out)
         if isinstance(code, ast.Name):  # stop_gradient(x) is x itself
@@ -286,6 +300,25 @@ class Expressions:
         self.eqns.append(Eqn(out, "stop_gradient", code, self.line, names_in(code), False,
                              self.where))
         return Val(symbol(out), ast.Name(out, ast.Load()))
+
+    def _site(self, node, outer=None) -> Site:
+        """The place of the stop_gradient call ``node`` (its column in the user's lines)."""
+        p = self.src.problem(node, "")
+        text = ast.unparse(node.args[0]) if node.args else ""
+        return Site(p.filename, p.line, p.col, text, outer)
+
+    def _names_stop_gradient(self, func) -> bool:
+        """Whether ``func`` (a name or attribute chain, not a local) is stop_gradient."""
+        path = []
+        while isinstance(func, ast.Attribute):
+            path.append(func.attr)
+            func = func.value
+        if not isinstance(func, ast.Name) or func.id in self.env or func.id in self.locals:
+            return False
+        obj = self.parsed.namespace.lookup(func.id)
+        for attr in reversed(path):
+            obj = getattr(obj, attr, MISSING)
+        return obj is runtime.stop_gradient
 
     def _constant_code(self, node):
         """``node`` with local names renamed, for code that is run but not differentiated."""

@@ -59,6 +59,11 @@ class IR:
     # A container in wrt (containers.py): wrt holds its leaves; given_wrt is wrt as asked.
     trees: dict = field(default_factory=dict)  # parameter -> containers.Tree
     given_wrt: tuple[str, ...] = ()
+    # Every stop_gradient call lowering met: (its Site, the name its value got, the names
+    # its argument reads outside nested stop_gradient calls); the name is "" where it is
+    # lifted, or nested in another's argument (run as written). What ``audit`` reports on.
+    sites: tuple[tuple[Site, str, tuple[str, ...]], ...] = ()
+    lifted: object = frozenset()  # the stop_gradient calls read as identities, or "all"
 
 
 class Names:
@@ -117,6 +122,24 @@ class _Taken(set):
         if name not in self:
             raise KeyError(name)
         self.discard(name)
+
+
+@dataclass(frozen=True)
+class Site:
+    """A ``stop_gradient(...)`` call in the source: where it is and what it wraps."""
+
+    file: str
+    line: int
+    col: int  # 1-based, in characters
+    text: str  # its argument's source
+    outer: tuple[int, int] | None = None  # (line, col) of the stop_gradient it is nested in
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return self.file, self.line, self.col
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,11 @@ RESERVED = ("np", "scipy", "SymdiffError", *(n for n, v in vars(runtime).items()
                                              if n.startswith("_") and callable(v)))
 
 
-def lower(parsed: Parsed, wrt, kinds=None, has_aux=False) -> IR:
+def lower(parsed: Parsed, wrt, kinds=None, has_aux=False, lifted=frozenset()) -> IR:
     """Lower ``parsed`` for differentiation with respect to ``wrt`` (names or positions),
     specialised on ``kinds`` (parameter -> kinds.Kind; a parameter left out may be anything).
     ``has_aux``: the function returns ``(value, aux)``; aux is run, not differentiated.
+    ``lifted``: the stop_gradient calls read as identities, by ``Site.key``, or ``"all"``.
     """
     # Lowering recurses through the code as it nests (an expression in a call, a helper
     # inlined in a helper: ten frames a helper), and Python runs code deeper than its
@@ -48,7 +49,7 @@ def lower(parsed: Parsed, wrt, kinds=None, has_aux=False) -> IR:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
     try:
-        ir = _Lowering(parsed, has_aux).run(wrt, kinds)
+        ir = _Lowering(parsed, has_aux, lifted).run(wrt, kinds)
         # (with the kind of each leaf of a container: containers.start)
         return dataclasses.replace(ir, kinds={**(kinds or {}), **ir.kinds})
     finally:
@@ -57,8 +58,10 @@ def lower(parsed: Parsed, wrt, kinds=None, has_aux=False) -> IR:
 
 class _Lowering(Writes, Statements, Branches, Inline, Expressions, Operations, References, Loops,
                 Lists):
-    def __init__(self, parsed: Parsed, has_aux=False):
+    def __init__(self, parsed: Parsed, has_aux=False, lifted=frozenset()):
         self.has_aux = has_aux
+        self.lifted = lifted  # stop_gradient calls read as identities (their Site.key), or "all"
+        self.sites: list = []  # (Site, the name of its value) for every stop_gradient met
         self.top = parsed
         self.parsed = parsed
         self.src = parsed.source
@@ -159,7 +162,8 @@ class _Lowering(Writes, Statements, Branches, Inline, Expressions, Operations, R
                   tuple(self.guards.values()), aux=self.env.get(AUX, ""),
                   kinds=leaf_kinds,
                   trees={p: self.trees[f"<{p}>"] for p in given if f"<{p}>" in self.trees},
-                  given_wrt=given)
+                  given_wrt=given, sites=tuple(dict.fromkeys(self.sites)),
+                  lifted=self.lifted)
 
     def _params(self):
         a = self.node.args

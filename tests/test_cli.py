@@ -1423,3 +1423,99 @@ def test_a_gradient_called_inside_a_function_is_for_the_api(tmp_path, capsys):
     status, out, err = run(capsys, path, "-f", "g")
     assert status == 1
     assert "a gradient called inside a function is differentiated by the Python API" in err
+
+
+# --- symdiff audit FILE: the stop_gradient audit of each function ---
+
+AUDITED = """\
+import numpy as np
+from symdiff import stop_gradient as sg
+
+print("the audited file ran")
+
+
+def softmax_nll(x: 5, k=2):
+    z = x - sg(np.max(x))
+    return np.log(np.sum(np.exp(z))) - z[k]
+
+
+def td(w: 3, s: 3, s2: 3, r):
+    return (r + 0.9 * sg(np.dot(w, s2)) - np.dot(w, s)) ** 2
+
+
+def useless(w: 3, c: 3):
+    return np.sum(w * sg(c ** 2))
+
+
+def plain(x):
+    return x ** 2
+
+
+def odd(x: 4):
+    return np.fft.fft(x).real.sum()
+"""
+
+
+def test_audit_prints_each_functions_sites_and_exits_0_when_none_looks_like_a_bug(tmp_path,
+                                                                                   capsys):
+    path = write(tmp_path, AUDITED)
+    status, out, err = run(capsys, "audit", path, "-f", "softmax_nll", "-f", "td", "-f",
+                           "plain", "--wrt", "x,w")
+    assert (status, err) == (0, ""), err
+    assert out.startswith("the audited file ran\n")  # audit runs FILE, as --check does
+    blocks = out.split("\n\n")
+    assert blocks[0].splitlines()[1].startswith("stop_gradient audit of softmax_nll (m.py:7)")
+    assert "blocks nothing here: the gradient is the same without it" in blocks[0]
+    assert "line 13:23" in blocks[1] and "% of the gradient of w" in blocks[1]
+    assert "plain calls no stop_gradient" in blocks[2]
+
+
+def test_audit_exits_1_on_a_stop_gradient_with_no_effect(tmp_path, capsys):
+    path = write(tmp_path, AUDITED)
+    status, out, err = run(capsys, "audit", path, "-f", "useless", "--wrt", "w")
+    assert status == 1 and err == ""
+    assert "! no effect: c ** 2 does not depend on w" in out
+    # Every parameter differentiated by default (as --check): c's gradient is then zero.
+    status, out, _ = run(capsys, "audit", path, "-f", "useless")
+    assert status == 1 and "! the gradient of c is zero" in out
+
+
+def test_audit_skips_what_it_cannot_differentiate_unless_named(tmp_path, capsys):
+    path = write(tmp_path, AUDITED)
+    status, out, err = run(capsys, "audit", path, "--wrt", "x,w")
+    assert f"{path}: note: skipped odd: {path}:25:12: attribute .real is not supported" in err
+    assert status == 1  # useless, with w alone, has no effect
+    status, out, err = run(capsys, "audit", path, "-f", "odd")
+    assert status == 1 and "attribute .real is not supported" in err and "note" not in err
+    assert "^" in err  # named, it fails with the located error in full
+
+
+def test_audit_json_is_a_list_of_reports(tmp_path, capsys):
+    path = write(tmp_path, AUDITED.replace('print("the audited file ran")\n', ""))
+    status, out, err = run(capsys, "audit", path, "-f", "td", "--wrt", "w", "--shape", "w=3",
+                           "--format", "json")
+    data = json.loads(out)
+    assert status == 0 and [r["function"] for r in data] == ["td"]
+    assert data[0]["schema"] == "symdiff.audit/1" and data[0]["wrt"] == ["w"]
+    assert data[0]["sites"][0]["effect"] == "blocks"
+    # Data differentiated too (every parameter, by default): s2's gradient is zero.
+    status, out, _ = run(capsys, "audit", path, "-f", "td", "--format", "json")
+    sites = json.loads(out)[0]["sites"]
+    assert status == 1 and sites[0]["effect"] == "zero gradient" and sites[0]["likely_bug"]
+
+
+def test_audit_usage_errors(tmp_path, capsys):
+    path = write(tmp_path, AUDITED)
+    with pytest.raises(SystemExit) as e:
+        main(["audit", path, "-f", "nope"])
+    assert e.value.code == 2 and "has no top-level function 'nope'" in capsys.readouterr().err
+    raising = write(tmp_path, "raise ValueError('boom')\n", name="bad.py")
+    status, out, err = run(capsys, "audit", raising)
+    assert status == 1 and "audit runs" in err and "ValueError: boom" in err
+
+
+def test_audit_as_a_command(tmp_path):
+    path = write(tmp_path, AUDITED)
+    done = subprocess.run([sys.executable, "-m", "symdiff", "audit", path, "-f", "useless",
+                           "--wrt", "w"], capture_output=True, text=True)
+    assert done.returncode == 1 and "no effect" in done.stdout

@@ -4,9 +4,13 @@ Each example's differentiated functions are checked against gradients derived by
 NumPy, and those references are themselves checked against central differences of a copy
 of the function in which every stop_gradient(expr) is a constant passed in (frozen at its
 value at the point). Each main() is run with its output captured, and its numbers are
-compared with the same procedure driven by the hand-derived gradients.
+compared with the same procedure driven by the hand-derived gradients. Each example's
+stop_gradient audit is checked the same way: what a site blocks is the gradient with the
+site an identity (the hand-derived gradient of the unstopped function, or central
+differences of a copy without the stop_gradient) minus the gradient as written.
 """
 
+import json
 import os
 import runpy
 import subprocess
@@ -15,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gradcheck import numeric_grad
+from gradcheck import load, numeric_grad
 
-from symdiff import grad, value_and_grad
+from symdiff import audit, grad, value_and_grad
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -39,6 +43,49 @@ def sigmoid(z):
 
 def assert_close(actual, expected, rtol=1e-9, atol=1e-12):
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+def norm(g):
+    return float(np.linalg.norm(np.ravel(g)))
+
+
+def assert_blocks(entry, removed, written, rtol=1e-9, atol=1e-12):
+    """``entry`` blocks ``removed - written`` per parameter (gradients without the site and
+    as written, as dicts), as a norm and as its share of the two parts' sizes. (``removed``
+    by central differences: rtol and atol of their error, 1e-6 and 1e-7.)"""
+    for p in removed:
+        blocked = norm(removed[p] - written[p])
+        share = blocked / (blocked + norm(written[p])) if blocked else 0.0
+        assert entry.blocked[p].norm == pytest.approx(blocked, rel=rtol, abs=atol)
+        assert entry.blocked[p].share == pytest.approx(share, rel=rtol, abs=atol)
+
+
+# --- stable_softmax.py ---
+
+
+@pytest.mark.parametrize("x", [[0.5, -1.0, 2.0, 0.1],        # ordinary values
+                               [3.0, 1.0, 3.0, 3.0],         # the maximum tied
+                               [1000.0, 1001.0, 1002.0, 999.0]])  # np.exp(x) overflows
+def test_stable_softmax_audit_the_shift_blocks_nothing(x):
+    """Without the stop_gradient the shift cancels (the naive loss's gradient, softmax - t,
+    which the gradient as written already is), so the site blocks nothing."""
+    mod = example("stable_softmax")
+    x, t = np.array(x), np.array([0.0, 1.0, 0.0, 0.0])
+    report = audit(mod["stable"], x, t)
+    (entry,) = report.entries
+    assert entry.effect == "blocks nothing" and not entry.likely_bug
+    assert (entry.blocked["x"].norm, entry.blocked["x"].share) == (0, 0)
+    assert entry.verdict.startswith("blocks nothing here: the gradient is the same without it")
+    e = np.exp(x - np.max(x))
+    assert report.gradient_norm["x"] == pytest.approx(norm(e / e.sum() - t), rel=1e-12)
+
+
+def test_stable_softmax_main_prints_and_returns_the_audit(capsys):
+    mod = example("stable_softmax")
+    report = mod["main"]()["audit"]
+    out = capsys.readouterr().out
+    assert [e.effect for e in report.entries] == ["blocks nothing"]
+    assert "the shift's stop_gradient blocks nothing" in out and str(report) in out
 
 
 # --- regression_stop_gradient.py and var_list.py ---
@@ -99,6 +146,24 @@ def test_regression_main_w1_converges_w2_w3_stay(capsys):
     assert np.max(np.abs(res["w1"][0] - (w2 * w3)[:, 0])) > 0.5
     assert "w2 moved by 0.0e+00, w3 moved by 0.0e+00" in out
     assert "wrote" not in out
+    report = res["audit"]
+    assert [e.effect for e in report.entries] == ["zero gradient"]
+    assert report.gradient_norm == pytest.approx(
+        {"w1": norm(res["start_grads"][0]), "w2": 0, "w3": 0})
+    assert "the audit marks the stop_gradient !" in out and str(report) in out
+
+
+def test_regression_audit_marks_the_zero_gradients_of_w2_and_w3():
+    mod = example("regression_stop_gradient")
+    args = regression_point()
+    (entry,) = audit(mod["loss"], *args, wrt=("w1", "w2", "w3")).entries
+    assert entry.effect == "zero gradient" and entry.likely_bug
+    assert entry.verdict.startswith("the gradients of w2, w3 are zero")
+    assert list(entry.depends_on) == ["w2", "w3"]
+    names = ("w1", "w2", "w3")
+    assert_blocks(entry, dict(zip(names, regression_grads(*args, stopped=False), strict=True)),
+                  dict(zip(names, regression_grads(*args, stopped=True), strict=True)))
+    assert entry.blocked["w1"].norm == 0 and entry.blocked["w2"].share == 1
 
 
 def test_regression_plot_writes_a_png(capsys, tmp_path):
@@ -152,6 +217,24 @@ def test_var_list_main_matches_stop_gradient_and_updates_w1_only(capsys):
     assert_close(res["w1"][-1], w[:, 0], 1e-9, 1e-10)
     assert np.max(np.abs(res["w1"][-1] - (w2 * w3)[:, 0])) < 1e-6
     assert "w2, w3 unchanged: True" in out
+    (entry,) = res["audit"].entries
+    assert entry.effect == "zero gradient"
+    names = ("w1", "w2", "w3")
+    assert_blocks(entry, dict(zip(names, plain, strict=True)),
+                  dict(zip(names, stopped, strict=True)))
+    assert str(res["audit"]) in out
+
+
+def test_var_list_audit_blocks_the_plain_loss_gradient_by_central_differences():
+    """What the stop_gradient blocks, against central differences of the loss without it."""
+    mod = example("var_list")
+    args = regression_point(seed=2)
+    (entry,) = audit(mod["loss_stopped"], *args, wrt=("w1", "w2", "w3")).entries
+    removed = {p: numeric_grad(regression_value, args, i) for i, p in enumerate(("w1", "w2",
+                                                                                    "w3"))}
+    written = dict(zip(("w1", "w2", "w3"), regression_grads(*args, stopped=True), strict=True))
+    assert_blocks(entry, removed, written, rtol=1e-6, atol=1e-7)
+    assert entry.blocked["w2"].norm > 1 and entry.blocked["w1"].norm == 0
 
 
 # --- fgsm.py ---
@@ -213,6 +296,57 @@ def test_fgsm_gradients_match_hand_derived():
     assert_close(ab, rb)
 
 
+def adversarial_unstopped(w, b, x, y, eps):
+    """adversarial_loss without its stop_gradient: the FGSM example moves with w and b."""
+    x_adv = fgsm_example(w, b, x, y, eps)
+    return 0.5 * logistic_value(w, b, x, y) + 0.5 * logistic_value(w, b, x_adv, y)
+
+
+def test_fgsm_audit_the_stopped_example_blocks_nothing():
+    """np.sign is piecewise constant: the gradient without the stop_gradient is the same
+    (central differences of the function without it say so), and the audit finds it."""
+    mod = example("fgsm")
+    args = (*logistic_point(), 0.3)
+    written = dict(zip("wb", adversarial_grads(*args), strict=True))
+    for i, p in enumerate("wb"):
+        assert_close(numeric_grad(adversarial_unstopped, args, i), written[p], 1e-6, 1e-8)
+    report = audit(mod["adversarial_loss"], *args, wrt=("w", "b"))
+    (entry,) = report.entries
+    assert entry.effect == "blocks nothing" and not entry.likely_bug
+    assert entry.depends_on == {"w": ("w", "z"), "b": ("z",)}  # np.outer(..., w) reads w
+    assert {p: (b.norm, b.share) for p, b in entry.blocked.items()} == {"w": (0, 0),
+                                                                          "b": (0, 0)}
+    assert report.gradient_norm == pytest.approx({p: norm(g) for p, g in written.items()})
+
+
+def test_fgsm_audit_a_smooth_perturbation_would_block_its_gradient():
+    """What main() says after "blocks nothing": with np.tanh for np.sign, the perturbation
+    moves with w, and the stop_gradient blocks that (central differences without it)."""
+    smooth = load("""
+        import numpy as np
+        from symdiff import stop_gradient
+
+        def smooth_loss(w, b, x, y, eps):
+            z = x @ w + b
+            x_adv = stop_gradient(x + eps * np.tanh(np.outer(1 / (1 + np.exp(-z)) - y, w)))
+            z_adv = x_adv @ w + b
+            return np.mean(np.logaddexp(0, z_adv) - y * z_adv)
+        """, "smooth_loss")
+
+    def unstopped(w, b, x, y, eps):
+        return logistic_value(w, b, x + eps * np.tanh(np.outer(sigmoid(x @ w + b) - y, w)), y)
+
+    args = (*logistic_point(), 0.3)
+    x_adv = args[2] + 0.3 * np.tanh(np.outer(sigmoid(args[2] @ args[0] + args[1]) - args[3],
+                                             args[0]))
+    written = dict(zip("wb", logistic_grads(args[0], args[1], x_adv, args[3])[:2], strict=True))
+    removed = {p: numeric_grad(unstopped, args, i) for i, p in enumerate("wb")}
+    (entry,) = audit(smooth, *args, wrt=("w", "b")).entries
+    assert entry.effect == "blocks"
+    assert_blocks(entry, removed, written, rtol=1e-6, atol=1e-7)
+    assert entry.blocked["w"].norm > 1e-3
+
+
 def test_fgsm_main_flips_predictions_and_raises_the_loss(capsys):
     mod, res, out = run_main("fgsm", capsys)
     x, y, xt, yt, eps = (res[k] for k in ("x_train", "y_train", "x_test", "y_test", "eps"))
@@ -236,6 +370,11 @@ def test_fgsm_main_flips_predictions_and_raises_the_loss(capsys):
         return np.mean((x @ w + b > 0) == (yt == 1))
 
     assert accuracy(*robust, x_adv_robust) > accuracy(w, b, x_adv)
+    report = res["audit"]
+    assert [e.effect for e in report.entries] == ["blocks nothing"]
+    assert report.gradient_norm["w"] == pytest.approx(
+        norm(adversarial_grads(w, b, x, y, eps)[0]), rel=1e-9)
+    assert "stop_gradient blocks nothing here: np.sign's derivative is 0" in out
 
 
 # --- em_gmm.py ---
@@ -302,6 +441,27 @@ def test_em_gradient_matches_hand_derived():
                  gmm_objective_frozen(*args, gmm_responsibilities(*args)))
 
 
+def gmm_objective_unstopped(mu, log_var, logit, x):
+    """m_step_objective without its stop_gradient: the responsibilities move too."""
+    return gmm_objective_frozen(mu, log_var, logit, x, gmm_responsibilities(mu, log_var, logit, x))
+
+
+def test_em_audit_blocks_the_gradient_through_the_responsibilities():
+    """What the E-step's stop_gradient blocks, against central differences of the objective
+    without it (which is not the likelihood's gradient: that is the one left)."""
+    mod = example("em_gmm")
+    args = gmm_point()
+    names = ("mu", "log_var", "logit")
+    (entry,) = audit(mod["m_step_objective"], *args, wrt=names).entries
+    assert entry.effect == "blocks" and not entry.likely_bug
+    assert entry.depends_on == {"mu": ("log_joint",), "log_var": ("log_joint",),
+                                "logit": ("log_pi", "log_joint")}
+    removed = {p: numeric_grad(gmm_objective_unstopped, args, i) for i, p in enumerate(names)}
+    written = dict(zip(names, gmm_grads(*args), strict=True))
+    assert_blocks(entry, removed, written, rtol=1e-6, atol=1e-7)
+    assert all(b.norm > 1e-3 for b in entry.blocked.values())
+
+
 def test_em_main_gradient_ascent_reaches_the_closed_form_m_step(capsys):
     _, res, out = run_main("em_gmm", capsys)
     x = res["x"]
@@ -329,6 +489,12 @@ def test_em_main_gradient_ascent_reaches_the_closed_form_m_step(capsys):
     assert gmm_log_likelihood(*params, x) > gmm_log_likelihood(*res["start"], x) + 0.5
     gap = float(out.rsplit("largest difference between the ascent and its M-step:", 1)[1])
     assert gap < 1e-7
+    (entry,) = res["audit"].entries
+    assert entry.effect == "blocks"
+    assert res["audit"].gradient_norm == pytest.approx(
+        dict(zip(("mu", "log_var", "logit"), map(norm, gmm_grads(*res["start"], x)),
+                 strict=True)), rel=1e-9)
+    assert out.index(str(res["audit"])) < out.index("gradient ascent on the M-step objective")
 
 
 # --- rbm_cd.py ---
@@ -379,6 +545,26 @@ def test_rbm_gradient_is_the_cd1_rule():
     assert_close(mod["cd1_objective"](*args), rbm_objective_frozen(*frozen))
 
 
+def rbm_objective_unstopped(W, b, c, v, u_h):
+    """cd1_objective with the reconstruction's stop_gradient removed (the sampled hidden
+    units stay as they are: piecewise constant, central differences do not see them move)."""
+    return rbm_objective_frozen(W, b, c, v, rbm_gibbs_reconstruction(W, b, c, v, u_h))
+
+
+def test_rbm_audit_the_samples_block_nothing_the_reconstruction_blocks_its_gradient():
+    mod = example("rbm_cd")
+    args = rbm_point()
+    h_data, v_model = audit(mod["cd1_objective"], *args, wrt=("W", "b", "c")).entries
+    assert h_data.site.text.startswith("np.where(") and h_data.effect == "blocks nothing"
+    assert all(b.norm == 0 for b in h_data.blocked.values())
+    assert list(h_data.depends_on) == ["W", "c"] and list(v_model.depends_on) == ["W", "b"]
+    assert v_model.effect == "blocks" and not v_model.likely_bug
+    removed = {p: numeric_grad(rbm_objective_unstopped, args, i) for i, p in enumerate("Wbc")}
+    written = dict(zip("Wbc", rbm_grads(*args), strict=True))
+    assert_blocks(v_model, removed, written, rtol=1e-6, atol=1e-7)
+    assert v_model.blocked["c"].norm == 0 and v_model.blocked["W"].norm > 1e-3
+
+
 def test_rbm_main_trains_with_the_cd1_rule(capsys):
     _, res, out = run_main("rbm_cd", capsys)
     rng = np.random.default_rng(0)
@@ -399,6 +585,11 @@ def test_rbm_main_trains_with_the_cd1_rule(capsys):
     assert np.max(after[:2]) < np.min(after[2:]) - 2      # the patterns became probable
     assert np.all(np.abs(res["reconstruction"] - patterns) < 0.25)
     assert out.count("largest |gradient + update| =") == 3
+    report = res["audit"]
+    assert [e.effect for e in report.entries] == ["blocks nothing", "blocks"]
+    assert report.gradient_norm == pytest.approx(  # at the start, where start_grads are
+        dict(zip("Wbc", map(norm, res["start_grads"]), strict=True)), rel=1e-12)
+    assert "v_model's blocks\nthe gradient through the Gibbs step" in out
 
 
 # --- straight_through.py ---
@@ -435,6 +626,24 @@ def test_straight_through_gradient_matches_hand_derived():
     assert_close(mod["loss"](w, x, y), mod["loss_rounded"](w, x, y))
 
 
+def test_straight_through_audit_blocks_the_opposite_of_the_gradient():
+    """Without the stop_gradient, the loss is rounding's: a zero gradient (central
+    differences of that copy say so), so the site blocks minus the straight-through one."""
+    mod = example("straight_through")
+    w, x, y = ste_point()
+
+    def unstopped(w, x, y):
+        return np.mean(np.square(x @ (w + (np.round(w / 0.25) * 0.25 - w)) - y))
+
+    removed = numeric_grad(unstopped, [w, x, y], 0)
+    assert not np.any(removed)
+    (entry,) = audit(mod["loss"], w, x, y, wrt="w").entries
+    assert entry.effect == "blocks" and entry.depends_on == {"w": ("w",)}
+    assert_blocks(entry, {"w": removed}, {"w": ste_grad(w, x, y)})
+    assert entry.blocked["w"].share == 0.5
+    assert entry.verdict == "blocks 50% of the gradient of w"
+
+
 def test_straight_through_main(capsys):
     _, res, out = run_main("straight_through", capsys)
     x, y, w = res["x"], res["y"], res["w0"]
@@ -454,6 +663,9 @@ def test_straight_through_main(capsys):
     assert max(set(last), key=last.count) == tuple(best)  # mostly at the best grid point
     assert min(track)[0] == pytest.approx(np.min(losses), rel=1e-12)
     assert "gradient, rounding only:    [0. 0. 0.]" in out
+    (entry,) = res["audit"].entries
+    assert entry.blocked["w"].norm == pytest.approx(norm(ste_grad(res["w0"], x, y)), rel=1e-12)
+    assert "the stopped correction blocks the negative" in out and str(res["audit"]) in out
 
 
 # --- td_target.py ---
@@ -497,6 +709,19 @@ def test_td_gradient_flows_only_through_q_of_s():
     assert_close(grad(mod["residual_loss"], wrt="W")(*args), td_grads(*args, stopped=False))
 
 
+def test_td_audit_blocks_the_residual_minus_the_semi_gradient():
+    """The target's stop_gradient blocks the residual gradient minus the semi-gradient: by
+    hand, and by central differences of the loss with the target not stopped."""
+    mod = example("td_target")
+    args = td_point()
+    (entry,) = audit(mod["td_loss"], *args, wrt="W").entries
+    assert entry.effect == "blocks" and entry.site.text == "np.max(s_next @ W, axis=1)"
+    assert entry.depends_on == {"W": ("W",)}
+    assert_blocks(entry, {"W": td_grads(*args, stopped=False)}, {"W": td_grads(*args)})
+    assert_blocks(entry, {"W": numeric_grad(td_value, args, 0)}, {"W": td_grads(*args)},
+                  1e-6, 1e-7)
+
+
 def test_td_main_converges_to_q_star(capsys):
     mod, res, out = run_main("td_target", capsys)
     s, a, r, s_next, done = mod["chain"]()
@@ -515,6 +740,34 @@ def test_td_main_converges_to_q_star(capsys):
     assert_close(res["q_star"], q_star)
     assert np.max(np.abs(res["W"] - q_star)) < 1e-6
     assert "largest difference:" in out
+    # One transition, not terminal: the semi-gradient is -delta at Q(s, a), the residual
+    # part gamma * delta at Q(s', argmax); the stop_gradient blocks gamma / (1 + gamma).
+    (entry,) = res["audit"].entries
+    assert entry.blocked["W"].norm == pytest.approx(norm(residual - semi), rel=1e-12)
+    assert entry.blocked["W"].share == pytest.approx(gamma / (1 + gamma), rel=1e-12)
+    assert entry.verdict == "blocks 47% of the gradient of W"
+    assert "blocks the residual part of the gradient" in out and str(res["audit"]) in out
+
+
+# --- cli_demo.py (read by the command line, never run) ---
+
+
+def test_cli_demo_audit_from_the_command_line(capsys):
+    from symdiff.cli import main
+
+    status = main(["audit", str(EXAMPLES / "cli_demo.py"), "--format", "json"])
+    reports = {r["function"]: r for r in json.loads(capsys.readouterr().out)}
+    assert status == 0
+    assert list(reports) == ["rosenbrock", "gaussian", "straight_through", "softmax_ce"]
+    assert reports["rosenbrock"]["sites"] == reports["gaussian"]["sites"] == []
+    (ste,) = reports["straight_through"]["sites"]
+    assert (ste["argument"], ste["effect"]) == ("np.round(w) - w", "blocks")
+    # q * q, q = round(w) in value, dq/dw = 1 as written and 0 without the stop_gradient
+    assert ste["blocked"]["w"]["share"] == 0.5
+    assert ste["blocked"]["w"]["norm"] == pytest.approx(
+        reports["straight_through"]["gradient_norm"]["w"], rel=1e-12)
+    (shift,) = reports["softmax_ce"]["sites"]
+    assert (shift["effect"], shift["blocked"]["x"]["norm"]) == ("blocks nothing", 0)
 
 
 def test_debugging_shows_located_errors_and_the_generated_line(capsys):
@@ -569,6 +822,14 @@ def test_classifier_gradient_is_a_dict_of_the_hand_derived_gradients():
         assert_close(hand[k], numeric, 1e-6, 1e-8)
     assert value == model.loss(params, X, Y)[0]
     assert accuracy == model.loss(params, X, Y)[1]
+
+
+def test_classifier_audit_the_shift_blocks_nothing():
+    mod = example("classifier")
+    rng = np.random.default_rng(3)
+    X, Y = mod["dataset"](rng, 30)
+    report = audit(mod["Classifier"](l2=0.01).loss, mod["initial"](rng), X, Y, has_aux=True)
+    assert [e.effect for e in report.entries] == ["blocks nothing"]
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
