@@ -444,6 +444,10 @@ def _plain(gradient, what):
     if gradient.with_value or gradient.has_aux:
         raise SymdiffError(f"{what} of value_and_grad or of a gradient with has_aux is not "
                            f"supported; take {what} of grad(f) (without has_aux)")
+    if gradient.lifted:  # (its tangent program would read stop_gradient as a constant)
+        raise SymdiffError(f"{what} of {gradient!r}: second derivatives read stop_gradient "
+                           "as a constant only; differentiate a copy of the function without "
+                           "its stop_gradient calls")
 
 
 _GRADIENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -173,7 +173,8 @@ class Operations:
         callee = ast.unparse(node.func)
         fun = gradient.fun if isinstance(gradient, Gradient) else None
         if fun is None or gradient.with_value or gradient.has_aux or gradient.as_tuple or \
-                gradient._self is not None or not isinstance(fun, types.FunctionType):
+                gradient.lifted or gradient._self is not None or \
+                not isinstance(fun, types.FunctionType):
             self.fail(node, f"{callee} inside a function being differentiated: only the "
                       "gradient of a plain function with respect to one parameter "
                       "(grad(f) or grad(f, wrt=...)) is differentiated again",

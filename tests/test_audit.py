@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from gradcheck import frozen_reference, load, numeric_grad
 
-from symdiff import SymdiffError, audit, grad, hessian, value_and_grad
+from symdiff import SymdiffError, audit, grad, hessian, jacobian, jvp, value_and_grad
 from symdiff.audit import BLOCKS, NESTED, NO_EFFECT, NOT_FINITE, NOTHING, SCHEMA, ZERO
 
 RNG = np.random.default_rng(7)
@@ -449,3 +449,29 @@ def logged(x):
     with np.errstate(all="ignore"):
         row = str(audit(f.kink, np.array([1.0, 1.0]))).splitlines()[3]
     assert "  x inf (?)  " in row
+
+
+def test_a_gradient_without_stop_gradients_is_not_differentiated_again():
+    lifted = grad(M.zero, stop_gradients=False)
+    with pytest.raises(SymdiffError, match="second derivatives read stop_gradient as a "
+                                           "constant only"):
+        jvp(lifted, (W,), (W,))
+    with pytest.raises(SymdiffError, match="second derivatives read stop_gradient"):
+        jacobian(lifted)(W)
+    module = load("""
+import numpy as np
+from symdiff import grad, stop_gradient as sg
+
+
+def inner(x):
+    return np.sum(sg(x) * x)
+
+
+d = grad(inner, stop_gradients=False)
+
+
+def outer(x):
+    return np.sum(d(x) ** 2)
+""")
+    with pytest.raises(SymdiffError, match="d inside a function being differentiated"):
+        grad(module.outer)(W)
