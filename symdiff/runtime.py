@@ -207,6 +207,21 @@ def _check_scalar(value, name):
     )
 
 
+def _computed(*values):
+    """``values`` with each Dask collection among them computed, all in one
+    ``dask.compute`` (one graph: the chunks their parts share are read once). A gradient
+    built for Dask data calls it at its return, on its value and gradients."""
+    lazy = [i for i, v in enumerate(values) if hasattr(v, "__dask_graph__")]
+    if not lazy:
+        return values
+    import dask  # (only where a Dask array was passed: symdiff does not need Dask)
+
+    out = list(values)
+    for i, v in zip(lazy, dask.compute(*(values[i] for i in lazy)), strict=True):
+        out[i] = v
+    return tuple(out)
+
+
 HELPERS = (_unbroadcast, _fit, _check_scalar)
 
 
@@ -265,6 +280,10 @@ def _as_float(value, dtype=np.float64):
     if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and (
             value.dtype.kind in "biu" or value.dtype.kind == "f" and value.itemsize < size):
         return np.asarray(value, dtype=dtype)
+    if not isinstance(value, (np.ndarray, np.generic)) and hasattr(
+            value, "__array_function__") and (
+            value.dtype.kind in "biu" or value.dtype.kind == "f" and value.dtype.itemsize < size):
+        return value.astype(dtype)  # (a Dask array stays one: np.asarray would compute it)
     if isinstance(value, np.generic) and (
             value.dtype.kind in "biu" or value.dtype.kind == "f" and value.itemsize < size):
         return np.dtype(dtype).type(value)  # a NumPy scalar stays a scalar
@@ -379,6 +398,16 @@ def _unbound(name):
     return _Unbound(name)
 
 
+def _asarray(x, dtype=None):
+    """``np.asarray(x, dtype)``, but an array of another library that takes part in NumPy's
+    dispatch (``__array_function__``: a Dask array) stays one, converted with ``astype``:
+    np.asarray would compute a Dask array, whole, in memory."""
+    if not isinstance(x, np.ndarray) and hasattr(x, "__array_function__") and \
+            isinstance(getattr(x, "dtype", None), np.dtype):
+        return x if dtype is None or x.dtype == dtype else x.astype(dtype)
+    return np.asarray(x, dtype=dtype)
+
+
 def _size(*values):
     """How many elements the broadcast of ``values`` has, at least 1 (np.mean's count,
     from its operands; the gradient of an empty mean is empty whatever it is)."""
@@ -387,7 +416,8 @@ def _size(*values):
 
 def _count(x, out):
     """How many elements of ``x`` each element of the reduction ``out`` summarises."""
-    return np.size(x) / max(np.size(out), 1)
+    # (from the shapes: np.size would compute a Dask array to count its entries)
+    return _Shape(np.shape(x)).size / max(_Shape(np.shape(out)).size, 1)
 
 
 def _extreme_share(g, x, out, axis=None, keepdims=False):
@@ -399,7 +429,7 @@ def _extreme_share(g, x, out, axis=None, keepdims=False):
 
 def _prod_others(x, axis=None):
     """For each entry, the product of the others along ``axis`` (exact when x has zeros)."""
-    x = np.asarray(x, dtype=np.result_type(x, np.float64))
+    x = _asarray(x, dtype=np.result_type(x, np.float64))
     if x.size == 0:
         return np.zeros_like(x)
     axes = _axes(axis, x.ndim)
@@ -410,7 +440,9 @@ def _prod_others(x, axis=None):
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
     right = np.flip(np.cumprod(np.flip(np.concatenate([flat[..., 1:], ones], axis=-1), -1),
                             axis=-1), -1)
-    return np.transpose(np.reshape(left * right, moved.shape), np.argsort(rest + list(axes)))
+    # (the axes as a tuple of ints: Dask's transpose takes no array of them)
+    back = tuple(np.argsort(rest + list(axes)).tolist())
+    return np.transpose(np.reshape(left * right, moved.shape), back)
 
 
 def _matmul_grad(g, a, b, which):
@@ -550,7 +582,7 @@ def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
     takes: of vectors (along ``axis``, or of a 1-D x) and of matrices (over a pair of
     axes, or of a 2-D x with an order given). Entries where the norm has a kink get the
     subgradient our max rule gives (0 at 0 for orders above 1; ties share equally)."""
-    x = np.asarray(x)
+    x = _asarray(x)
     if x.dtype.kind not in "fc":
         x = x.astype(np.float64)
     if axis is None:
@@ -623,6 +655,8 @@ def _scatter(g, x, index):
     if type(x) in (list, tuple):  # l[0] of a list of values, np.gradient's arrays: stacked
         x = np.asarray(x)
     dtype = np.result_type(x, g, np.float64)
+    if not isinstance(g, _NUMERIC) and hasattr(g, "__array_function__"):
+        return _scatter_into(g, x, index, dtype)
     if type(g) is np.ndarray and g.dtype == dtype and _whole(index) and \
             [n for n in g.shape if n != 1] == [n for n in np.shape(x) if n != 1]:
         # x[:, None, :] is all of x, in order, with axes of 1 inserted: its adjoint is g
@@ -647,6 +681,29 @@ def _scatter(g, x, index):
 
 
 _NUMERIC = (np.ndarray, np.generic, float, int)  # what np.result_type reads as it is
+
+
+def _scatter_into(g, x, index, dtype):
+    """``_scatter`` of an adjoint ``g`` of another array library (Dask): zeros of g's own
+    type (np.zeros_like dispatches on g), so that writing g into them keeps it lazy where
+    NumPy's zeros would compute it."""
+    g = g.astype(dtype) if g.dtype != dtype else g
+    if _whole(index):  # x[:, None]: all of x, in order: g with the new axes taken out
+        return np.reshape(g, np.shape(x))
+    out = np.zeros_like(g, shape=np.shape(x))
+    if _integer_index(index):
+        try:
+            np.add.at(out, index, g)  # (repeated indices add up)
+            return out
+        except TypeError:  # a library without ufunc.at (Dask): writing g is right where
+            arrays = [i for i in index if not isinstance(i, (slice, int, type(None)))]
+            if len(arrays) != 1 or np.unique(arrays[0]).size != np.size(arrays[0]):
+                raise SymdiffError(  # no index repeats
+                    "the gradient of indexing with repeated integer indices is not "
+                    f"supported for {type(g).__module__.split('.')[0]} arrays (it adds "
+                    "into the repeated entries, which needs np.add.at)") from None
+    out[index] = g
+    return out
 
 
 def _own(acc):
