@@ -182,9 +182,10 @@ def emit(program: Program, floats=True) -> str:
     out += _lines(program.backward, printer, 1, forward=False)
     value = program.value or ir.result
     if any(getattr(leaf, "lazy", False) for k in ir.kinds.values() for leaf in K.leaves(k)):
-        # Dask data: the value and every gradient are computed here, together, in one graph
-        # (computing each where it is fitted would read the data once for each).
+        # Dask data: the value, aux and every gradient are computed here, together, in one
+        # graph (computing each where it is fitted would read the data once for each).
         names = [*dict.fromkeys(adj for _, adj in program.grads if adj)]
+        names = [program.aux, *names] if program.aux else names
         names = [value, *names] if program.with_value else names
         if names:
             out.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = "

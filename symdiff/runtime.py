@@ -150,9 +150,14 @@ def _fit(g, x, copy=False):
     dtype = getattr(x, "dtype", None)
     dtype = dtype if dtype is not None and dtype.kind == "f" and dtype.itemsize < 8 \
         else np.float64
-    if np.ndim(x) == 0 and not isinstance(x, np.ndarray):
-        value = np.asarray(g, dtype=dtype).reshape(())
-        return float(value) if dtype is np.float64 else value[()]
+    if not isinstance(x, np.ndarray):
+        if hasattr(x, "__array_function__"):  # (NumPy's scalars have none)
+            # A parameter of another array library (CuPy): a gradient of its own type, made
+            # by its library (np.array would bring it into NumPy's memory, or refuse to).
+            return np.array(np.broadcast_to(g, np.shape(x)), dtype=dtype, like=x)
+        if np.ndim(x) == 0:
+            value = np.asarray(g, dtype=dtype).reshape(())
+            return float(value) if dtype is np.float64 else value[()]
     if (not copy and type(g) is np.ndarray and g.dtype == dtype
             and g.shape == np.shape(x) and g.flags.writeable
             and (g.flags.owndata or _sole_view(g))):
@@ -211,15 +216,20 @@ def _computed(*values):
     """``values`` with each Dask collection among them computed, all in one
     ``dask.compute`` (one graph: the chunks their parts share are read once). A gradient
     built for Dask data calls it at its return, on its value and gradients."""
-    lazy = [i for i, v in enumerate(values) if hasattr(v, "__dask_graph__")]
-    if not lazy:
+    if not any(map(_lazy, values)):
         return values
     import dask  # (only where a Dask array was passed: symdiff does not need Dask)
 
-    out = list(values)
-    for i, v in zip(lazy, dask.compute(*(values[i] for i in lazy)), strict=True):
-        out[i] = v
-    return tuple(out)
+    return dask.compute(*values)  # (what is not Dask's, in tuples, lists, dicts too, as it is)
+
+
+def _lazy(value):
+    """Whether ``value`` is, or holds in a tuple, list or dict, a Dask collection."""
+    if type(value) in (tuple, list):
+        return any(map(_lazy, value))
+    if type(value) is dict:
+        return any(map(_lazy, value.values()))
+    return hasattr(value, "__dask_graph__")
 
 
 HELPERS = (_unbroadcast, _fit, _check_scalar)
@@ -416,8 +426,9 @@ def _size(*values):
 
 def _count(x, out):
     """How many elements of ``x`` each element of the reduction ``out`` summarises."""
-    # (from the shapes: np.size would compute a Dask array to count its entries)
-    return _Shape(np.shape(x)).size / max(_Shape(np.shape(out)).size, 1)
+    # (.size where there is one: np.size would compute a Dask array to count its entries)
+    n = x.size if hasattr(x, "size") else np.size(x)
+    return n / max(out.size if hasattr(out, "size") else np.size(out), 1)
 
 
 def _extreme_share(g, x, out, axis=None, keepdims=False):

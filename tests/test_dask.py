@@ -63,6 +63,11 @@ def picked(w, X):
     return np.sum((X @ w)[np.array([0, 2, 5])] ** 2)
 
 
+def nll_accuracy(w, X, y):
+    z = X @ w
+    return np.mean(np.logaddexp(0.0, z) - y * z), {"accuracy": np.mean((z > 0) == (y > 0.5))}
+
+
 def scaled(w, X, k):
     z = X @ w
     return np.sum((z * k) ** 2)
@@ -142,6 +147,23 @@ def test_gradient_of_dask_data_equals_numpys_in_one_compute(name, transform, com
     got = g(*params, *chunked)  # the build is kept: again one compute
     assert len(computes) == 2
     assert_same(got, expected)
+
+
+@pytest.mark.parametrize("transform", [grad, value_and_grad])
+def test_aux_of_dask_data_is_computed_with_the_gradient(transform, computes):
+    g = transform(MODELS.nll_accuracy, has_aux=True)
+    expected = g(w, X, LABELS)
+    got = g(w, lazy(X), lazy(LABELS))
+    assert len(computes) == 1
+    if transform is value_and_grad:  # ((value, aux), gradient); grad's: (gradient, aux)
+        (got_value, got_aux), got_grad = got
+        (value, aux), gradient = expected
+        assert_same(got_value, value)
+    else:
+        (got_grad, got_aux), (gradient, aux) = got, expected
+    assert_same(got_grad, gradient)
+    assert type(got_aux) is dict and got_aux.keys() == {"accuracy"}
+    assert_same(got_aux["accuracy"], aux["accuracy"])
 
 
 @pytest.mark.parametrize("name", ["variance", "norms", "products", "tail", "picked"])
@@ -287,3 +309,20 @@ def test_dispatching_array_as_data_stays_its_type_until_the_return(name):
     got = g(*params, *map(Duck, data))
     assert Duck.conversions == len(params)
     assert_same(got, expected)
+
+
+@pytest.mark.parametrize("name", ["nll", "mlp", "variance", "tail"])
+def test_dispatching_array_as_parameter_gets_a_gradient_of_its_type(name):
+    """Parameters and data of another library (as CuPy's on a GPU): nothing is converted to
+    NumPy, and each gradient is of the parameter's type (np.array(..., like=x) in _fit)."""
+    wrt, params, data = CASES.get(name, (0, (w,), (X,)))
+    g = value_and_grad(getattr(MODELS, name), wrt=wrt)
+    value, expected = g(*params, *data)
+    Duck.conversions = 0
+    got_value, got = g(*map(Duck, params), *map(Duck, data))
+    assert Duck.conversions == 0
+    for a, b in zip(got if isinstance(got, tuple) else (got,),
+                    expected if isinstance(expected, tuple) else (expected,), strict=True):
+        assert type(a) is Duck and a.dtype == b.dtype
+        np.testing.assert_allclose(a.a, b, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(got_value), value, rtol=1e-12)
