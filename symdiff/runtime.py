@@ -421,14 +421,37 @@ def _asarray(x, dtype=None):
 def _size(*values):
     """How many elements the broadcast of ``values`` has, at least 1 (np.mean's count,
     from its operands; the gradient of an empty mean is empty whatever it is)."""
-    return max(_Shape(np.broadcast_shapes(*map(np.shape, values))).size, 1)
+    try:
+        return max(_Shape(np.broadcast_shapes(*map(np.shape, values))).size, 1)
+    except TypeError:
+        _refuse_unsized(*values)
+        raise
 
 
 def _count(x, out):
     """How many elements of ``x`` each element of the reduction ``out`` summarises."""
-    # (.size where there is one: np.size would compute a Dask array to count its entries)
-    n = x.size if hasattr(x, "size") else np.size(x)
-    return n / max(out.size if hasattr(out, "size") else np.size(out), 1)
+    n = _entries(x)
+    if n != n:  # (nan: a Dask array's unknown length)
+        _refuse_unsized(x)
+    return n / max(_entries(out), 1)
+
+
+def _refuse_unsized(*values):
+    """Refuse a Dask array of unknown lengths (boolean-mask indexing makes one), where the
+    derivative counts its entries (a mean's): they are not known before it is computed."""
+    for v in values:
+        if any(n != n for n in np.shape(v)):
+            error = SymdiffError(f"the number of entries of a Dask array of unknown chunk "
+                                 f"sizes (shape {np.shape(v)}) is needed by the gradient "
+                                 "here, and is not known before it is computed")
+            error.hint = "the array's sizes computed where it is made: x.compute_chunk_sizes()"
+            raise error
+
+
+def _entries(x):
+    """``np.size(x)``, read from ``x.size`` where it has one: metadata on a Dask array,
+    which np.size would compute, whole, to count its entries."""
+    return x.size if hasattr(x, "size") else np.size(x)
 
 
 def _extreme_share(g, x, out, axis=None, keepdims=False):
@@ -1489,7 +1512,7 @@ def _stencil_transposed(g, h, edge_order):
 def _take_grad(g, a, indices, axis=None, mode="raise"):
     """The adjoint of ``np.take(a, indices, axis, mode=mode)``: g added at the entries
     taken (repeats accumulate); 'wrap' and 'clip' indices as NumPy maps them."""
-    n = np.size(a) if axis is None else np.shape(a)[axis]
+    n = _entries(a) if axis is None else np.shape(a)[axis]
     indices = np.asarray(indices).astype(np.intp, copy=False)  # ([] is a float array)
     if mode == "wrap":
         indices = indices % n
@@ -1534,7 +1557,14 @@ def _pad_grad(g, array, pad_width, mode="constant"):
     if mode not in _PAD_MODES:
         raise SymdiffError(f"np.pad with mode={mode!r} is not supported; the modes "
                            "differentiated are " + ", ".join(map(repr, _PAD_MODES)))
-    size = np.size(array)
+    foreign = not isinstance(g, _NUMERIC) and hasattr(g, "__array_function__")
+    if foreign and mode == "constant":
+        # Of another library's adjoint (Dask): the padding cut off, a slice of g itself
+        # (np.bincount below would mix NumPy's numbers with its weights).
+        widths = np.broadcast_to(pad_width, (np.ndim(array), 2))
+        return g[tuple(slice(int(b), int(b) + n) for (b, _), n in zip(widths, np.shape(array),
+                                                                       strict=True))]
+    size = _entries(array)
     numbers = np.reshape(np.arange(size), np.shape(array))
     if mode == "constant":
         where = np.pad(numbers, pad_width, constant_values=-1)
@@ -1542,7 +1572,14 @@ def _pad_grad(g, array, pad_width, mode="constant"):
         where = np.pad(numbers, pad_width, mode=mode)
     where, g = np.ravel(where), np.ravel(g)
     copy = where >= 0
-    sums = np.bincount(where[copy], weights=g[copy], minlength=size)
+    try:
+        sums = np.bincount(where[copy], weights=g[copy], minlength=size)
+    except (AttributeError, TypeError, ValueError):
+        if not foreign:
+            raise
+        raise SymdiffError(f"the gradient of np.pad with mode={mode!r} is not supported for "
+                           f"{type(g).__module__.split('.')[0]} arrays; mode='constant' "
+                           "is") from None
     return np.reshape(sums.astype(np.result_type(g, 0.0), copy=False), np.shape(array))
 
 
@@ -1579,11 +1616,11 @@ def _average_grad(g, a, out, axis, weights, keepdims, which):
     """The adjoint of ``np.average(a, axis, weights, keepdims=keepdims)`` for a (which 0)
     or the weights (1): out = sum(w a) / sum(w); weights of one axis are laid along
     ``axis``."""
-    a = np.asarray(a)
+    a = _asarray(a)
     if weights is None:
         w = np.ones(a.shape)
     elif np.shape(weights) == a.shape:
-        w = np.asarray(weights)
+        w = _asarray(weights)
     else:
         w = np.reshape(weights, [-1 if d == axis % a.ndim else 1 for d in range(a.ndim)])
     w = np.broadcast_to(w, a.shape)

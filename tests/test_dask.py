@@ -59,6 +59,23 @@ def tail(w, X):
     return np.sum((X @ w)[1:] ** 2) + np.sum(np.tanh(X.T) * w[:, None])
 
 
+def taken(w, X):
+    return np.sum(np.take(X @ w, [0, 3]) ** 2) + np.average(X @ w)
+
+
+def padded(w, X):
+    return np.sum(np.pad(X * w, ((1, 2), (0, 1))) ** 2)
+
+
+def padded_edge(w, X):
+    return np.sum(np.pad(X @ w, 1, mode="edge") ** 2)
+
+
+def masked_mean(w, X):
+    Z = X[X[:, 0] > 0]
+    return np.mean(np.tanh(Z @ w))
+
+
 def picked(w, X):
     return np.sum((X @ w)[np.array([0, 2, 5])] ** 2)
 
@@ -166,10 +183,12 @@ def test_aux_of_dask_data_is_computed_with_the_gradient(transform, computes):
     assert_same(got_aux["accuracy"], aux["accuracy"])
 
 
-@pytest.mark.parametrize("name", ["variance", "norms", "products", "tail", "picked"])
+@pytest.mark.parametrize("name", ["variance", "norms", "products", "tail", "picked", "taken",
+                                  "padded"])
 def test_runtime_helpers_keep_dask_adjoints_lazy(name, computes):
     """np.size, np.asarray, and a NumPy array written into, in the helpers of var, std,
-    norm, prod and indexing, computed a Dask array where it was met."""
+    norm, prod, indexing, take, average and pad, computed a Dask array where it was met
+    (np.pad's failed: np.bincount of NumPy's numbers with Dask's weights)."""
     g = value_and_grad(getattr(MODELS, name))
     expected = g(w, X)
     got = g(w, lazy(X))
@@ -220,6 +239,19 @@ def test_dask_array_with_unknown_chunk_sizes_is_refused():
         "lengths=True in to_dask_array()")
 
 
+def test_mean_over_unknown_chunk_sizes_made_inside_is_refused():
+    """Its count is needed by the derivative (1 / n), and is nan until computed."""
+    with pytest.raises(SymdiffError) as e:
+        grad(MODELS.masked_mean)(w, lazy(X))
+    lines = str(e.value).splitlines()
+    assert lines[0].endswith(
+        ":57:5: the number of entries of a Dask array of unknown chunk sizes (shape (nan,)) "
+        "is needed by the gradient here, and is not known before it is computed")
+    assert lines[1:] == ["        return np.mean(np.tanh(Z @ w))", "        ^",
+                         "  supported instead: the array's sizes computed where it is made: "
+                         "x.compute_chunk_sizes()"]
+
+
 def test_dask_array_in_wrt_is_refused(computes):
     with pytest.raises(SymdiffError) as e:
         grad(MODELS.nll)(lazy(w), lazy(X), lazy(LABELS))
@@ -241,6 +273,13 @@ def test_repeated_integer_index_of_a_dask_adjoint_is_refused():
         grad(MODELS.picked_twice)(w, lazy(X))
     assert "the gradient of indexing with repeated integer indices is not supported for " \
         "dask arrays (it adds into the repeated entries, which needs np.add.at)" in str(e.value)
+
+
+def test_pad_of_a_dask_adjoint_in_another_mode_is_refused():
+    with pytest.raises(SymdiffError) as e:
+        grad(MODELS.padded_edge)(w, lazy(X))
+    assert "the gradient of np.pad with mode='edge' is not supported for dask arrays; " \
+        "mode='constant' is" in str(e.value)
 
 
 # --- another array library through NumPy's dispatch, where Dask cannot show a case ---
@@ -298,10 +337,12 @@ class Duck(np.lib.mixins.NDArrayOperatorsMixin):
 
 
 @pytest.mark.parametrize("name", ["nll", "mlp", "centre", "softmax_ce", "variance", "norms",
-                                  "products", "tail", "picked", "picked_twice"])
+                                  "products", "tail", "picked", "picked_twice", "taken",
+                                  "padded", "padded_edge"])
 def test_dispatching_array_as_data_stays_its_type_until_the_return(name):
     """The intermediate values stay Ducks: each gradient is converted once, by _fit
-    (picked_twice: its repeated index adds up with np.add.at, which dispatches)."""
+    (picked_twice: its repeated index adds up with np.add.at, and padded_edge's np.bincount
+    takes its weights: both dispatch, where Dask has neither)."""
     wrt, params, data = CASES.get(name, (0, (w,), (X,)))
     g = grad(getattr(MODELS, name), wrt=wrt)
     expected = g(*params, *data)
