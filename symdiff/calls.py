@@ -62,6 +62,12 @@ class Signature:
                             *kwargs.items()]:
             if _is_complex(value) or isinstance(value, np.ma.MaskedArray):
                 raise _refusal(fun, name, unsupported(value))
+            unsized = _unsized(value, name)
+            if unsized is not None:
+                raise at_def(fun, name.lstrip("*"), f"{unsized[0]} is a Dask array of unknown "
+                             f"chunk sizes (shape {unsized[1]}); the gradient needs its shape",
+                             f"its sizes computed first: {unsized[0]}.compute_chunk_sizes(), "
+                             "or lengths=True in to_dask_array()")
 
     def widened(self, args, kwargs):
         """``(args, kwargs)`` with each differentiated argument that NumPy computes with in
@@ -77,6 +83,20 @@ class Signature:
             elif name in kwargs and _narrow(kwargs[name]):
                 kwargs[name], found = _float64(kwargs[name]), True
         return (args, kwargs) if found else None
+
+
+def _unsized(value, path):
+    """(the path to a Dask array with lengths that are not known, its shape), or None: the
+    argument itself, or a leaf of a container argument."""
+    if type(value) in (tuple, list, dict):
+        items = value.items() if type(value) is dict else enumerate(value)
+        for key, item in items:
+            found = _unsized(item, f"{path}[{key!r}]")
+            if found is not None:
+                return found
+    elif hasattr(value, "__dask_graph__") and not kinds._sized(value):
+        return path, tuple(value.shape)
+    return None
 
 
 def _narrow(value) -> bool:
@@ -102,6 +122,7 @@ def _float64(value):
 
 MISSING = object()
 _RAGGED = "a list of lists of different lengths"
+_DASK = "a Dask array"
 
 
 def default_of(fun, positional, name):
@@ -152,6 +173,8 @@ def unsupported(value) -> str | None:
             f"a NumPy scalar of {what}"
     if isinstance(value, list):
         return _list_kind(value)
+    if hasattr(value, "__dask_graph__"):
+        return _DASK
     dtype = getattr(value, "dtype", None)
     if isinstance(dtype, np.dtype) and hasattr(value, "shape"):  # another array library's
         return None if dtype.kind in REAL else f"an array of dtype {dtype}"
@@ -213,6 +236,11 @@ def _refusal(fun, name, kind, path=None) -> SymdiffError:
     if "complex" in kind:
         message = f"{said}; complex numbers are not supported"
         hint = "real arguments: pass the real and imaginary parts as two parameters"
+    elif kind == _DASK:
+        # (computing its gradient as NumPy would hold all of it in memory, unasked)
+        message = f"{said}; a differentiated parameter must be held in memory"
+        hint = ("Dask arrays as data (parameters not differentiated), with the parameters "
+                f"NumPy arrays: {path or name}.compute() if it fits in memory")
     elif kind == _RAGGED:
         message = f"{said}, which NumPy cannot read as an array"
         hint = "lists of one length, an array, or a tuple of lists (each its own item)"

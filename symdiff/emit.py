@@ -181,6 +181,16 @@ def emit(program: Program, floats=True) -> str:
         names = ", ".join(program.lists)
         out.append(f"    {names}{',' if len(program.lists) == 1 else ''} = _arrays({names})")
     out += _lines(program.backward, printer, 1, forward=False)
+    value = program.value or ir.result
+    if any(getattr(leaf, "lazy", False) for k in ir.kinds.values() for leaf in K.leaves(k)):
+        # Dask data: the value, aux and every gradient are computed here, together, in one
+        # graph (computing each where it is fitted would read the data once for each).
+        names = [*dict.fromkeys(adj for _, adj in program.grads if adj)]
+        names = [program.aux, *names] if program.aux else names
+        names = [value, *names] if program.with_value else names
+        if names:
+            out.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = "
+                       f"_computed({', '.join(names)})")
     # A gradient that may be an array the caller can see (an argument, module data, another
     # gradient) is copied; one made here for itself alone is handed out as it is.
     grads = [f"_fit({adj or '0.0'}, {p}{', copy=True' if shared else ''})"
@@ -196,7 +206,6 @@ def emit(program: Program, floats=True) -> str:
         grads = containers.rebuild(ir, grads)
     result = grads[0] if len(grads) == 1 and not program.as_tuple else (
         "(" + ", ".join(grads) + ("," if len(grads) == 1 else "") + ")")
-    value = program.value or ir.result
     if program.aux:
         value = f"({value}, {program.aux})"
         result = f"({result}, {program.aux})" if not program.with_value else result

@@ -5,9 +5,11 @@ A kind says of a value what the generated code depends on, and nothing of what i
 not (sizes, contents):
 
 - ``Number(float | int | bool)``: a Python number;
-- ``Array(dtype, ndim, scalar)``: a NumPy array of that dtype and number of axes, or a
+- ``Array(dtype, ndim, scalar, lazy)``: a NumPy array of that dtype and number of axes, or a
   NumPy scalar (``scalar=True``, ndim 0); ``ndim=None``: any number of axes (the float64
   specialisation that ``.source`` and the CLI show before a call has said more);
+  ``lazy=True``: a Dask array (told by its ``__dask_graph__``, read from its metadata
+  without computing it), which the gradient computes once, at its return;
 - ``Tuple(items)``, ``List(items)``, ``Dict(keys, items)``: containers, item by item, nested
   (JAX's pytrees);
 - ``Other(what)``: None, a string, or any other object (such as ``self``: one kind for
@@ -39,12 +41,13 @@ class Array:
     dtype: str  # NumPy's dtype name: "float64", "float32", "uint8", "bool"...
     ndim: int | None  # None: any
     scalar: bool = False  # a NumPy scalar (np.float64(1.0)), not a 0-d array
+    lazy: bool = False  # a Dask array: computed by the gradient at its return
 
     def __str__(self):
         if self.scalar:
             return f"np.{self.dtype}"
         axes = "" if self.ndim is None else f", {self.ndim}-d"
-        return f"{self.dtype} array{axes}"
+        return f"{self.dtype} {'dask ' if self.lazy else ''}array{axes}"
 
     @property
     def floating(self) -> bool:
@@ -114,6 +117,8 @@ def key(value):
         return t
     if isinstance(value, np.ndarray):  # a subclass (np.memmap, a masked array)
         return (t, value.dtype, value.ndim)
+    if hasattr(value, "__dask_graph__"):  # (whether its sizes are known: see calls.check)
+        return (t, value.dtype, value.ndim, _sized(value))
     # Any other type is a key of its own (np.longlong, a subclass of float, a class of the
     # user's), so that its first call checks it; objects of every class still share one
     # build (their kinds are equal).
@@ -131,6 +136,8 @@ def kind(value) -> Kind:
         return Array(value.dtype.name, value.ndim)
     if isinstance(value, np.generic) and value.dtype.kind in "biufc":
         return Array(value.dtype.name, 0, True)
+    if lazy(value):  # its dtype and ndim are metadata: reading them computes nothing
+        return Array(value.dtype.name, value.ndim, lazy=True)
     if t is tuple:
         return Tuple(tuple(map(kind, value)))
     if t is list:
@@ -147,6 +154,20 @@ def kind(value) -> Kind:
     # (self.W is read when it runs), so every object is one kind.
     return Other("None" if value is None else "str" if isinstance(value, (str, np.str_))
                  else "object")
+
+
+def lazy(value) -> bool:
+    """Whether ``value`` is a Dask array of numbers (duck typed: symdiff never imports Dask
+    unless one is passed)."""
+    return hasattr(value, "__dask_graph__") and isinstance(getattr(value, "dtype", None),
+                                                           np.dtype) and \
+        value.dtype.kind in "biuf" and isinstance(getattr(value, "ndim", None), int)
+
+
+def _sized(value) -> bool:
+    """Whether every length of a Dask array's shape is known (not nan: the size of a
+    boolean-mask selection is known only once computed)."""
+    return all(n == n for n in getattr(value, "shape", ()))
 
 
 def leaves(k: Kind):

@@ -150,9 +150,14 @@ def _fit(g, x, copy=False):
     dtype = getattr(x, "dtype", None)
     dtype = dtype if dtype is not None and dtype.kind == "f" and dtype.itemsize < 8 \
         else np.float64
-    if np.ndim(x) == 0 and not isinstance(x, np.ndarray):
-        value = np.asarray(g, dtype=dtype).reshape(())
-        return float(value) if dtype is np.float64 else value[()]
+    if not isinstance(x, np.ndarray):
+        if hasattr(x, "__array_function__"):  # (NumPy's scalars have none)
+            # A parameter of another array library (CuPy): a gradient of its own type, made
+            # by its library (np.array would bring it into NumPy's memory, or refuse to).
+            return np.array(np.broadcast_to(g, np.shape(x)), dtype=dtype, like=x)
+        if np.ndim(x) == 0:
+            value = np.asarray(g, dtype=dtype).reshape(())
+            return float(value) if dtype is np.float64 else value[()]
     if (not copy and type(g) is np.ndarray and g.dtype == dtype
             and g.shape == np.shape(x) and g.flags.writeable
             and (g.flags.owndata or _sole_view(g))):
@@ -205,6 +210,26 @@ def _check_scalar(value, name):
         "output: reduce it first (np.sum, np.mean), or take jacobian(f) for the "
         "derivatives of every element"
     )
+
+
+def _computed(*values):
+    """``values`` with each Dask collection among them computed, all in one
+    ``dask.compute`` (one graph: the chunks their parts share are read once). A gradient
+    built for Dask data calls it at its return, on its value and gradients."""
+    if not any(map(_lazy, values)):
+        return values
+    import dask  # (only where a Dask array was passed: symdiff does not need Dask)
+
+    return dask.compute(*values)  # (what is not Dask's, in tuples, lists, dicts too, as it is)
+
+
+def _lazy(value):
+    """Whether ``value`` is, or holds in a tuple, list or dict, a Dask collection."""
+    if type(value) in (tuple, list):
+        return any(map(_lazy, value))
+    if type(value) is dict:
+        return any(map(_lazy, value.values()))
+    return hasattr(value, "__dask_graph__")
 
 
 HELPERS = (_unbroadcast, _fit, _check_scalar)
@@ -265,6 +290,10 @@ def _as_float(value, dtype=np.float64):
     if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and (
             value.dtype.kind in "biu" or value.dtype.kind == "f" and value.itemsize < size):
         return np.asarray(value, dtype=dtype)
+    if not isinstance(value, (np.ndarray, np.generic)) and hasattr(
+            value, "__array_function__") and (
+            value.dtype.kind in "biu" or value.dtype.kind == "f" and value.dtype.itemsize < size):
+        return value.astype(dtype)  # (a Dask array stays one: np.asarray would compute it)
     if isinstance(value, np.generic) and (
             value.dtype.kind in "biu" or value.dtype.kind == "f" and value.itemsize < size):
         return np.dtype(dtype).type(value)  # a NumPy scalar stays a scalar
@@ -379,15 +408,50 @@ def _unbound(name):
     return _Unbound(name)
 
 
+def _asarray(x, dtype=None):
+    """``np.asarray(x, dtype)``, but an array of another library that takes part in NumPy's
+    dispatch (``__array_function__``: a Dask array) stays one, converted with ``astype``:
+    np.asarray would compute a Dask array, whole, in memory."""
+    if not isinstance(x, np.ndarray) and hasattr(x, "__array_function__") and \
+            isinstance(getattr(x, "dtype", None), np.dtype):
+        return x if dtype is None or x.dtype == dtype else x.astype(dtype)
+    return np.asarray(x, dtype=dtype)
+
+
 def _size(*values):
     """How many elements the broadcast of ``values`` has, at least 1 (np.mean's count,
     from its operands; the gradient of an empty mean is empty whatever it is)."""
-    return max(_Shape(np.broadcast_shapes(*map(np.shape, values))).size, 1)
+    try:
+        return max(_Shape(np.broadcast_shapes(*map(np.shape, values))).size, 1)
+    except TypeError:
+        _refuse_unsized(*values)
+        raise
 
 
 def _count(x, out):
     """How many elements of ``x`` each element of the reduction ``out`` summarises."""
-    return np.size(x) / max(np.size(out), 1)
+    n = _entries(x)
+    if n != n:  # (nan: a Dask array's unknown length)
+        _refuse_unsized(x)
+    return n / max(_entries(out), 1)
+
+
+def _refuse_unsized(*values):
+    """Refuse a Dask array of unknown lengths (boolean-mask indexing makes one), where the
+    derivative counts its entries (a mean's): they are not known before it is computed."""
+    for v in values:
+        if any(n != n for n in np.shape(v)):
+            error = SymdiffError(f"the number of entries of a Dask array of unknown chunk "
+                                 f"sizes (shape {np.shape(v)}) is needed by the gradient "
+                                 "here, and is not known before it is computed")
+            error.hint = "the array's sizes computed where it is made: x.compute_chunk_sizes()"
+            raise error
+
+
+def _entries(x):
+    """``np.size(x)``, read from ``x.size`` where it has one: metadata on a Dask array,
+    which np.size would compute, whole, to count its entries."""
+    return x.size if hasattr(x, "size") else np.size(x)
 
 
 def _extreme_share(g, x, out, axis=None, keepdims=False):
@@ -399,7 +463,7 @@ def _extreme_share(g, x, out, axis=None, keepdims=False):
 
 def _prod_others(x, axis=None):
     """For each entry, the product of the others along ``axis`` (exact when x has zeros)."""
-    x = np.asarray(x, dtype=np.result_type(x, np.float64))
+    x = _asarray(x, dtype=np.result_type(x, np.float64))
     if x.size == 0:
         return np.zeros_like(x)
     axes = _axes(axis, x.ndim)
@@ -410,7 +474,9 @@ def _prod_others(x, axis=None):
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
     right = np.flip(np.cumprod(np.flip(np.concatenate([flat[..., 1:], ones], axis=-1), -1),
                             axis=-1), -1)
-    return np.transpose(np.reshape(left * right, moved.shape), np.argsort(rest + list(axes)))
+    # (the axes as a tuple of ints: Dask's transpose takes no array of them)
+    back = tuple(np.argsort(rest + list(axes)).tolist())
+    return np.transpose(np.reshape(left * right, moved.shape), back)
 
 
 def _matmul_grad(g, a, b, which):
@@ -550,7 +616,7 @@ def _norm_grad(g, x, out, ord=None, axis=None, keepdims=False):
     takes: of vectors (along ``axis``, or of a 1-D x) and of matrices (over a pair of
     axes, or of a 2-D x with an order given). Entries where the norm has a kink get the
     subgradient our max rule gives (0 at 0 for orders above 1; ties share equally)."""
-    x = np.asarray(x)
+    x = _asarray(x)
     if x.dtype.kind not in "fc":
         x = x.astype(np.float64)
     if axis is None:
@@ -623,6 +689,8 @@ def _scatter(g, x, index):
     if type(x) in (list, tuple):  # l[0] of a list of values, np.gradient's arrays: stacked
         x = np.asarray(x)
     dtype = np.result_type(x, g, np.float64)
+    if not isinstance(g, _NUMERIC) and hasattr(g, "__array_function__"):
+        return _scatter_into(g, x, index, dtype)
     if type(g) is np.ndarray and g.dtype == dtype and _whole(index) and \
             [n for n in g.shape if n != 1] == [n for n in np.shape(x) if n != 1]:
         # x[:, None, :] is all of x, in order, with axes of 1 inserted: its adjoint is g
@@ -647,6 +715,29 @@ def _scatter(g, x, index):
 
 
 _NUMERIC = (np.ndarray, np.generic, float, int)  # what np.result_type reads as it is
+
+
+def _scatter_into(g, x, index, dtype):
+    """``_scatter`` of an adjoint ``g`` of another array library (Dask): zeros of g's own
+    type (np.zeros_like dispatches on g), so that writing g into them keeps it lazy where
+    NumPy's zeros would compute it."""
+    g = g.astype(dtype) if g.dtype != dtype else g
+    if _whole(index):  # x[:, None]: all of x, in order: g with the new axes taken out
+        return np.reshape(g, np.shape(x))
+    out = np.zeros_like(g, shape=np.shape(x))
+    if _integer_index(index):
+        try:
+            np.add.at(out, index, g)  # (repeated indices add up)
+            return out
+        except TypeError:  # a library without ufunc.at (Dask): writing g is right where
+            arrays = [i for i in index if not isinstance(i, (slice, int, type(None)))]
+            if len(arrays) != 1 or np.unique(arrays[0]).size != np.size(arrays[0]):
+                raise SymdiffError(  # no index repeats
+                    "the gradient of indexing with repeated integer indices is not "
+                    f"supported for {type(g).__module__.split('.')[0]} arrays (it adds "
+                    "into the repeated entries, which needs np.add.at)") from None
+    out[index] = g
+    return out
 
 
 def _own(acc):
@@ -1421,7 +1512,7 @@ def _stencil_transposed(g, h, edge_order):
 def _take_grad(g, a, indices, axis=None, mode="raise"):
     """The adjoint of ``np.take(a, indices, axis, mode=mode)``: g added at the entries
     taken (repeats accumulate); 'wrap' and 'clip' indices as NumPy maps them."""
-    n = np.size(a) if axis is None else np.shape(a)[axis]
+    n = _entries(a) if axis is None else np.shape(a)[axis]
     indices = np.asarray(indices).astype(np.intp, copy=False)  # ([] is a float array)
     if mode == "wrap":
         indices = indices % n
@@ -1466,7 +1557,14 @@ def _pad_grad(g, array, pad_width, mode="constant"):
     if mode not in _PAD_MODES:
         raise SymdiffError(f"np.pad with mode={mode!r} is not supported; the modes "
                            "differentiated are " + ", ".join(map(repr, _PAD_MODES)))
-    size = np.size(array)
+    foreign = not isinstance(g, _NUMERIC) and hasattr(g, "__array_function__")
+    if foreign and mode == "constant":
+        # Of another library's adjoint (Dask): the padding cut off, a slice of g itself
+        # (np.bincount below would mix NumPy's numbers with its weights).
+        widths = np.broadcast_to(pad_width, (np.ndim(array), 2))
+        return g[tuple(slice(int(b), int(b) + n) for (b, _), n in zip(widths, np.shape(array),
+                                                                       strict=True))]
+    size = _entries(array)
     numbers = np.reshape(np.arange(size), np.shape(array))
     if mode == "constant":
         where = np.pad(numbers, pad_width, constant_values=-1)
@@ -1474,7 +1572,14 @@ def _pad_grad(g, array, pad_width, mode="constant"):
         where = np.pad(numbers, pad_width, mode=mode)
     where, g = np.ravel(where), np.ravel(g)
     copy = where >= 0
-    sums = np.bincount(where[copy], weights=g[copy], minlength=size)
+    try:
+        sums = np.bincount(where[copy], weights=g[copy], minlength=size)
+    except (AttributeError, TypeError, ValueError):
+        if not foreign:
+            raise
+        raise SymdiffError(f"the gradient of np.pad with mode={mode!r} is not supported for "
+                           f"{type(g).__module__.split('.')[0]} arrays; mode='constant' "
+                           "is") from None
     return np.reshape(sums.astype(np.result_type(g, 0.0), copy=False), np.shape(array))
 
 
@@ -1511,11 +1616,11 @@ def _average_grad(g, a, out, axis, weights, keepdims, which):
     """The adjoint of ``np.average(a, axis, weights, keepdims=keepdims)`` for a (which 0)
     or the weights (1): out = sum(w a) / sum(w); weights of one axis are laid along
     ``axis``."""
-    a = np.asarray(a)
+    a = _asarray(a)
     if weights is None:
         w = np.ones(a.shape)
     elif np.shape(weights) == a.shape:
-        w = np.asarray(weights)
+        w = _asarray(weights)
     else:
         w = np.reshape(weights, [-1 if d == axis % a.ndim else 1 for d in range(a.ndim)])
     w = np.broadcast_to(w, a.shape)

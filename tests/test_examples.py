@@ -911,3 +911,34 @@ def test_newton_laplace_main_converges_quadratically(capsys):
     assert norms[-1] < 1e-10 and all(b < a for a, b in zip(norms, norms[1:], strict=False))
     assert np.all(sd > 0) and "differs from the direct solve by" in out
     assert float(out.split("direct solve by")[1]) < 1e-10
+
+
+# --- dask_logistic.py ---
+
+
+def test_dask_logistic_gradient_matches_hand_derived():
+    pytest.importorskip("dask")
+    mod = example("dask_logistic")
+    X, y, _ = mod["dataset"](300, 100, seed=3)
+    Xn, yn = X.compute(), y.compute()
+    w = np.random.default_rng(4).normal(size=Xn.shape[1])
+    value, g = value_and_grad(mod["nll"])(w, X, y, 0.01)
+    hand = Xn.T @ (sigmoid(Xn @ w) - yn) / len(yn) + 0.02 * w
+    assert type(g) is np.ndarray and type(value) is np.float64
+    assert_close(g, hand, 1e-12, 1e-15)
+    assert_close(value, mod["nll"](w, Xn, yn, 0.01), 1e-12, 1e-15)
+
+
+def test_dask_logistic_main_fits_as_numpy_data_would(capsys):
+    pytest.importorskip("dask")
+    mod, (result, losses, accuracy), out = run_main("dask_logistic", capsys,
+                                                    ["--rows", "4000", "--chunk", "1000"])
+    lines = [line for line in out.splitlines() if line.startswith("iteration")]
+    assert len(lines) == len(losses) == result.nit and result.success
+    assert all(b <= a for a, b in zip(losses, losses[1:], strict=False))
+    assert accuracy > 0.8 and "accuracy" in out.splitlines()[-1]
+    # the same L-BFGS-B run on the data computed whole: the same iterates
+    X, y, _ = mod["dataset"](4000, 1000)
+    numpy_result, _ = mod["fit"](X.compute(), y.compute(), say=lambda line: None)
+    assert numpy_result.nit == result.nit
+    assert_close(result.x, numpy_result.x, 1e-8, 1e-10)
