@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from . import kinds
-from .errors import SymdiffError
+from .errors import Problem, SymdiffError
 
 _EPILOG = """\
 By default every top-level function is differentiated with respect to every parameter
@@ -157,15 +157,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{opts.file}: note: it defines no top-level function to differentiate "
                   "(methods and lambdas are not read)", file=sys.stderr)
         for name, skipped in module.skipped.items():
-            _report(module.source.problem(skipped.node, f"skipped {name}: {skipped.reason}"),
-                    opts.file, "note: ")
+            _skip_note(module.source.problem(skipped.node, skipped.reason), name,
+                       skipped.node, module, opts.file)
 
     params = {p for name in names for p in _parameters(module.functions[name].node)}
     for shape_of in shapes:
         if shape_of not in params:  # a typo would check a scalar and say ok
             parser.error(f"--shape {shape_of}=...: no function differentiated has a parameter "
                          f"{shape_of!r} (they have: {', '.join(sorted(params)) or 'none'})")
-    built, failed = [], False
+    built, failed, unnamed = [], False, []
     for name in names:
         fs = module.functions[name]
         spec = wrt if wrt is not None else (_parameters(fs.node), True)
@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                                               "differentiate"), opts.file)
                 failed = True
             else:
-                _report(module.source.problem(fs.node, f"skipped {name}: it has no parameter "
-                                              "to differentiate"), opts.file, "note: ")
+                unnamed.append((module.source.problem(fs.node, "it has no parameter to "
+                                                      "differentiate"), name, fs.node))
             continue
         try:
             shown = _kinds(fs.node, shapes, kinds.FLOAT64)
@@ -192,15 +192,26 @@ def main(argv: list[str] | None = None) -> int:
             # here, an expression too deep: say so, where.
             cause = e.__cause__ or e.__context__
             too_big = not e.problems and isinstance(cause, (RecursionError, MemoryError))
-            _report(_too_big(module, fs.node, f"cannot differentiate {name}", cause)
-                    if too_big else e, opts.file)
-            failed = True
-            continue
+            error = _too_big(module, fs.node, f"cannot differentiate {name}", cause) \
+                if too_big else e
         except (RecursionError, MemoryError) as e:
-            _report(_too_big(module, fs.node, f"cannot differentiate {name}", e), opts.file)
-            failed = True
+            error = _too_big(module, fs.node, f"cannot differentiate {name}", e)
+        else:
+            built.append(_Built(name, fs, ir, source, spec[1], checked))
             continue
-        built.append(_Built(name, fs, ir, source, spec[1], checked))
+        if name in opts.function:
+            _report(error, opts.file)
+            failed = True
+        else:
+            unnamed.append((error, name, fs.node))
+    # A file's demo code and helpers need not be differentiable: only a function named
+    # with -f must be; when nothing at all could be, each reason is given in full.
+    for error, name, node in unnamed:
+        if built or isinstance(error, Problem):  # (a Problem: no parameter, not a failure)
+            _skip_note(error, name, node, module, opts.file)
+        else:
+            _report(error, opts.file)
+            failed = True
 
     if opts.format is not None or not (opts.check or opts.output):
         unicode = not opts.ascii and sys.stdout.isatty() and "utf" in (
@@ -317,7 +328,7 @@ def _audit_command(argv) -> int:
     live = _run(module, "audit")
     if live is None:
         return 1
-    reports, failed = [], False
+    reports, failed, unnamed = [], False, []
     for name in names or module.functions:
         fs = module.functions[name]
         fn = _live_function(module, live, fs, "audit")
@@ -339,7 +350,13 @@ def _audit_command(argv) -> int:
                 _report(e, opts.file)
                 failed = True
             else:
-                print(f"{opts.file}: note: skipped {name}: {_first_line(e)}", file=sys.stderr)
+                unnamed.append((e, name, fs.node))
+    for error, name, node in unnamed:  # as main: in full when nothing could be audited
+        if reports:
+            _skip_note(error, name, node, module, opts.file)
+        else:
+            _report(error, opts.file)
+            failed = True
     if opts.format == "json":
         print(json.dumps([r.as_dict() for r in reports], indent=2))
     else:
@@ -347,9 +364,21 @@ def _audit_command(argv) -> int:
     return 1 if failed or any(r.likely_bugs for r in reports) else 0
 
 
-def _first_line(error) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+def _skip_note(error, name, node, module, path):
+    """One line on stderr for a function not differentiated (not named with -f): where
+    and the first line of why, ``FILE:line: note: skipped NAME: why``."""
+    if isinstance(error, SymdiffError) and error.problems:
+        first = error.problems[0]
+        where = path if first.filename == os.path.abspath(path) else first.filename
+        line, why = first.line, first.message
+    elif isinstance(error, Problem):
+        where, line, why = path, error.line, error.message
+    else:
+        where, line, why = path, node.lineno, str(error)
+    why = why.strip().splitlines()[0] if why.strip() else type(error).__name__
+    for verb in ("audit", "differentiate"):  # (said by "skipped NAME")
+        why = why.removeprefix(f"cannot {verb} {name}: ")
+    print(f"{where}:{line}: note: skipped {name}: {why}", file=sys.stderr)
 
 
 def _parser() -> argparse.ArgumentParser:

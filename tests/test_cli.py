@@ -115,7 +115,7 @@ def test_a_relative_path_gives_the_same_text_and_errors_name_it_as_given(tmp_pat
     (tmp_path / "rel.py").write_text("import numpy as np\n\ndef f(x):\n    return np.sin(x)"
                                      "\n\ndef g(x):\n    return nothing(x)\n")
     monkeypatch.chdir(tmp_path)
-    status, out, err = run(capsys, "rel.py")
+    status, out, err = run(capsys, "rel.py", "-f", "f", "-f", "g")  # g must work
     spec = importlib.util.spec_from_file_location("cli_rel", "rel.py")
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
@@ -140,21 +140,38 @@ def test_function_and_wrt_select_and_mirror_grad(sample, capsys):
         "x",)).source
 
 
-def test_a_function_that_fails_is_reported_and_the_others_still_print(tmp_path, capsys):
-    path = write(tmp_path, """\
-        import numpy as np
+REAL_FILE = """\
+    import numpy as np
 
-        def good(x):
-            return np.sin(x)
+    def good(x):
+        return np.sin(x)
 
-        def bad(x):
-            y = x
-            y[0] = 1.0
-            return np.fft.fft(y)
-        """)
+    def bad(x):
+        y = x
+        y[0] = 1.0
+        return np.fft.fft(y)
+
+    def main():
+        print(good(1.0))
+
+    if __name__ == "__main__":
+        main()
+    """
+
+
+def test_a_function_that_fails_is_skipped_with_a_note_unless_named(tmp_path, capsys):
+    path = write(tmp_path, REAL_FILE)
     status, out, err = run(capsys, path)
+    assert status == 0
+    assert out.startswith("def grad_good(x):") and "grad_bad" not in out
+    assert err == (
+        f"{path}:8: note: skipped bad: y[0] = ... writes into y, which may be the parameter "
+        "x (or a view of it): calling a gradient must not change its arguments, so symdiff "
+        "does not follow this\n"
+        f"{path}:11: note: skipped main: it has no parameter to differentiate\n")
+    status, out, err = run(capsys, path, "-f", "good", "-f", "bad")
     assert status == 1
-    assert out.startswith("def grad_good(x):")
+    assert out.startswith("def grad_good(x):") and "grad_bad" not in out
     assert err == (
         f"{path}:8:5: error: y[0] = ... writes into y, which may be the parameter x (or a "
         "view of it): calling a gradient must not change its arguments, so symdiff does not "
@@ -167,6 +184,31 @@ def test_a_function_that_fails_is_reported_and_the_others_still_print(tmp_path, 
         "               ^\n"
         "  supported instead: the NumPy and math functions in the coverage table in "
         "README.md\n")
+
+
+def test_exit_status_1_when_nothing_at_all_could_be_differentiated(tmp_path, capsys):
+    path = write(tmp_path, REAL_FILE.replace("def good(x):\n        return np.sin(x)\n", ""))
+    status, out, err = run(capsys, path)
+    assert (status, out) == (1, "")
+    # In full, then, as for -f bad.
+    assert err.startswith(f"{path}:6:5: error: y[0] = ... writes into y"), err
+    assert "        ^\n  supported instead: write into a copy" in err
+    status, out, err = run(capsys, "audit", path)
+    assert (status, out.strip()) == (1, "")
+    assert err.startswith("error: cannot audit bad: it raised")
+
+
+def test_skipping_as_a_subprocess(tmp_path):
+    path = write(tmp_path, REAL_FILE)
+    done = _symdiff(tmp_path, path)
+    assert done.returncode == 0 and done.stdout.startswith("def grad_good(x):")
+    assert done.stderr.splitlines()[0].startswith(f"{path}:8: note: skipped bad: y[0] = ")
+    done = _symdiff(tmp_path, path, "-f", "bad")
+    assert done.returncode == 1 and done.stdout == "" and f"{path}:8:5: error: " in done.stderr
+    done = _symdiff(tmp_path, "audit", path)  # good has no stop_gradient: nothing to flag
+    assert done.returncode == 0 and "good calls no stop_gradient" in done.stdout
+    assert f"{path}:6: note: skipped bad: it raised " in done.stderr
+    assert f"{path}:11: note: skipped main: it has no parameter to differentiate" in done.stderr
 
 
 def test_a_constant_only_running_the_file_would_give_has_a_located_error(tmp_path, capsys):
@@ -217,9 +259,7 @@ def test_functions_without_parameters_are_skipped_with_a_note(tmp_path, capsys):
         """)
     status, out, err = run(capsys, path)
     assert status == 0 and out.startswith("def grad_f(x):")
-    assert err == (f"{path}:1:1: note: skipped main: it has no parameter to differentiate\n"
-                   "    def main():\n"
-                   "    ^\n")
+    assert err == f"{path}:1: note: skipped main: it has no parameter to differentiate\n"
     status, _, err = run(capsys, path, "-f", "main")
     assert status == 1 and "error: main has no parameter to differentiate" in err
 
@@ -641,7 +681,7 @@ def test_try_except_import_fallbacks_and_main_blocks(tmp_path, capsys):
         def g(x):
             return x * B
         """)
-    status, out, err = run(capsys, path)
+    status, out, err = run(capsys, path, "-f", "f", "-f", "g")
     assert status == 1 and out.startswith("def grad_f(x):") and "grad_g" not in out
     # ValueError does not catch the failed import: B is only set if the try block fails.
     assert err.startswith(f"{path}:26:16: error: 'B' is set at module level (line 11)"), err
@@ -817,7 +857,7 @@ def test_recursion_and_memory_errors_of_one_function_are_located(tmp_path, capsy
         return real(parsed, *args)
 
     monkeypatch.setattr(symdiff.api, "build_source", failing)
-    status, out, err = run(capsys, path)
+    status, out, err = run(capsys, path, "-f", "f", "-f", "g")
     assert status == 1 and out.startswith("def grad_f(x):")
     assert err == (f"{path}:4:1: error: cannot differentiate g: an expression in it is nested "
                    "too deeply for symdiff (RecursionError)\n    def g(x):\n    ^\n"
@@ -827,7 +867,7 @@ def test_recursion_and_memory_errors_of_one_function_are_located(tmp_path, capsy
 def test_a_module_level_constant_too_deep_to_read_is_unknown_not_a_crash(tmp_path, capsys):
     path = write(tmp_path, "A = " + " + ".join(["1.0"] * 1500) + "\n\ndef f(x):\n"
                  "    return A * x\n\ndef g(x):\n    return x * x\n")
-    status, out, err = run(capsys, path)
+    status, out, err = run(capsys, path, "-f", "f", "-f", "g")
     assert status == 1 and out.startswith("def grad_g(x):")
     assert err.startswith(f"{path}:4:12: error: 'A' is set at module level (line 1) by code "
                           "symdiff does not run when it reads a file: an expression nested "
@@ -1132,7 +1172,7 @@ def test_an_async_def_is_refused_as_such(tmp_path, capsys):
     assert f"{path}:1:1: cannot differentiate af: async functions are not supported" in err
     status, out, err = run(capsys, path)
     assert status == 0 and out.startswith("def grad_f(x):")
-    assert err.startswith(f"{path}:1:1: note: skipped af: async functions are not supported")
+    assert err.startswith(f"{path}:1: note: skipped af: async functions are not supported")
 
 
 # --- --check ---
@@ -1483,7 +1523,7 @@ def test_audit_exits_1_on_a_stop_gradient_with_no_effect(tmp_path, capsys):
 def test_audit_skips_what_it_cannot_differentiate_unless_named(tmp_path, capsys):
     path = write(tmp_path, AUDITED)
     status, out, err = run(capsys, "audit", path, "--wrt", "x,w")
-    assert f"{path}: note: skipped odd: {path}:25:12: attribute .real is not supported" in err
+    assert f"{path}:25: note: skipped odd: attribute .real is not supported\n" in err
     assert status == 1  # useless, with w alone, has no effect
     status, out, err = run(capsys, "audit", path, "-f", "odd")
     assert status == 1 and "attribute .real is not supported" in err and "note" not in err
