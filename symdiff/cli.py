@@ -726,14 +726,16 @@ def _check(module, built, shapes, order=1) -> bool:
             _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)
             ok = False
             continue
-        print(result.summary())
-        if not result.ok:
-            ok = False
-            what = (f"cannot check the gradient of {b.name}: {result.problem}"
-                    if result.problem else
-                    f"the gradient of {b.name} disagrees with central differences: "
-                    f"relative error {result.error:.1e} in {result.where}")
-            _report(module.source.problem(b.function.node, what), module.path)
+        if result.ok:
+            print(result.summary())
+            continue
+        ok = False  # said once, as a located error (not also as a line of the summary)
+        what = (f"cannot check the gradient of {b.name}: {result.problem}"
+                if result.problem else
+                f"the gradient of {b.name} disagrees with central differences: "
+                f"relative error {result.error:.1e} in {result.where} (over "
+                f"{result.points} random points)")
+        _report(module.source.problem(b.function.node, what), module.path)
     return ok
 
 
@@ -783,12 +785,13 @@ def _check_second(module, b, fn, shapes) -> bool:
     except (RecursionError, MemoryError) as e:
         _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)
         return False
-    print(result.summary())
     if result.ok:
+        print(result.summary())
         return True
     what = (f"cannot check the Hessian of {b.name}: {result.problem}" if result.problem else
             f"the Hessian of {b.name} disagrees with central differences of its gradient: "
-            f"relative error {result.error:.1e} in {result.where}")
+            f"relative error {result.error:.1e} in {result.where} (over {result.points} "
+            "random points)")
     _report(module.source.problem(b.function.node, what), module.path)
     return False
 
