@@ -58,6 +58,8 @@ The body of `if __name__ == "__main__":` is not read; in `try: import a` / `exce
 ImportError: import b`, the except block is read when an import in the try block fails.
 A FILE that is not text in its encoding (UTF-8 unless a coding line says otherwise) is
 an error, exit 1.
+FILE - reads the source from standard input (named <stdin> in messages; local modules
+are looked for in the current directory); --check, --output and audit need a file.
 --output refuses to overwrite FILE or any file it did not write itself, and to define one
 name twice (a name that means two things to two gradients, a name of the file's that is
 also grad_<name>).
@@ -123,6 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     wrt = _parse_wrt(opts.wrt, parser)
     shapes = _parse_shapes(opts.shape, parser)
+    if shapes and not (opts.check or opts.order == 2):
+        parser.error("--shape gives the shapes of the points --check draws (and of --order "
+                     "2's programs): add --check, or leave it out")
+    if opts.file == "-" and (opts.check or opts.output):
+        parser.error(f"{'--check' if opts.check else '--output'} needs FILE as a file: "
+                     f"{'it runs FILE' if opts.check else 'the module it writes reads FILE'}; "
+                     "standard input (-) can only be printed from: save it to a file first")
     if opts.output and opts.order == 2:
         parser.error("--output writes gradients; it does not write Hessians (--order 2): "
                      "print their source instead (--format source)")
@@ -138,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     except SymdiffError as e:
         _report(e, opts.file)
         return 1
+    opts.file = module.path  # (<stdin> for -)
     names = list(dict.fromkeys(opts.function))
     for name in names:
         if name in module.skipped:  # an async or decorated def
@@ -160,11 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             _skip_note(module.source.problem(skipped.node, skipped.reason), name,
                        skipped.node, module, opts.file)
 
-    params = {p for name in names for p in _parameters(module.functions[name].node)}
-    for shape_of in shapes:
-        if shape_of not in params:  # a typo would check a scalar and say ok
-            parser.error(f"--shape {shape_of}=...: no function differentiated has a parameter "
-                         f"{shape_of!r} (they have: {', '.join(sorted(params)) or 'none'})")
+    _known_shapes(shapes, [module.functions[n] for n in names], parser)
     built, failed, unnamed = [], False, []
     for name in names:
         fs = module.functions[name]
@@ -310,9 +316,13 @@ def _audit_command(argv) -> int:
     parser.add_argument("--shape", metavar="x=3,4", action="append", default=[],
                         help="the shape of parameter x at the point (repeatable)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--version", action="version", version=_version())
     opts = parser.parse_args(argv)
     wrt = _parse_wrt(opts.wrt, parser)
     shapes = _parse_shapes(opts.shape, parser)
+    if opts.file == "-":
+        parser.error("audit runs FILE, as --check does: standard input (-) cannot be run; "
+                     "save it to a file first")
     try:
         module = read_module(opts.file)
     except OSError as e:
@@ -325,6 +335,7 @@ def _audit_command(argv) -> int:
     if unknown:
         parser.error(f"{opts.file} has no top-level function {unknown[0]!r} (it defines: "
                      f"{', '.join(module.functions) or 'none'})")
+    _known_shapes(shapes, [module.functions[n] for n in names or module.functions], parser)
     live = _run(module, "audit")
     if live is None:
         return 1
@@ -364,6 +375,22 @@ def _audit_command(argv) -> int:
     return 1 if failed or any(r.likely_bugs for r in reports) else 0
 
 
+def _known_shapes(shapes, functions, parser):
+    """A usage error where --shape names no parameter of the functions: a typo would check
+    a scalar and say ok."""
+    params = {p for fs in functions for p in _parameters(fs.node)}
+    for shape_of in shapes:
+        if shape_of not in params:
+            parser.error(f"--shape {shape_of}=...: no function differentiated has a parameter "
+                         f"{shape_of!r} (they have: {', '.join(sorted(params)) or 'none'})")
+
+
+def _version() -> str:
+    from . import __version__
+
+    return f"symdiff {__version__}"
+
+
 def _skip_note(error, name, node, module, path):
     """One line on stderr for a function not differentiated (not named with -f): where
     and the first line of why, ``FILE:line: note: skipped NAME: why``."""
@@ -388,9 +415,11 @@ def _parser() -> argparse.ArgumentParser:
                     "NumPy source or as formulas, check them, or export them to a module.\n"
                     "FILE is read, not run (except by --check).",
         epilog=_EPILOG)
-    parser.add_argument("file", metavar="FILE", help="a Python file")
+    parser.add_argument("file", metavar="FILE", help="a Python file (-: read the source "
+                        "from standard input)")
     parser.add_argument("--function", "-f", metavar="NAME", action="append", default=[],
                         help="differentiate this function (repeatable; default: all)")
+    parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("--wrt", metavar="x,y",
                         help="the parameters to differentiate with respect to (default: all)")
     parser.add_argument("--format", choices=("source", "math", "latex"),
@@ -401,7 +430,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--check", action="store_true",
                         help="run FILE and compare each gradient with central differences")
     parser.add_argument("--shape", metavar="x=3,4", action="append", default=[],
-                        help="the shape of parameter x in --check (repeatable)")
+                        help="the shape of parameter x in --check and --order 2 "
+                             "(repeatable)")
     parser.add_argument("--output", "-o", metavar="OUT.py",
                         help="write the gradients to a module that needs only NumPy")
     parser.add_argument("--order", type=int, choices=(1, 2), default=1,

@@ -2,6 +2,7 @@
 
 import dataclasses
 import importlib.util
+import io
 import itertools
 import json
 import os
@@ -1090,7 +1091,9 @@ def test_null_bytes_and_syntax_errors_are_located(tmp_path, capsys):
     path = tmp_path / "nul.py"
     path.write_bytes(b"def f(x):\n    return x\x00 * x\n")
     status, out, err = run(capsys, path)
-    assert (status, out) == (1, "") and "error: source code string cannot contain null" in err
+    assert (status, out) == (1, "")
+    assert err == (f"{path}:2:13: error: the file is binary, not Python source: it holds a "
+                   "NUL byte\n  supported instead: give symdiff a Python source file\n")
     path = write(tmp_path, 'def f(x):\n    s = "\u00e9\u00e9\u00e9" + x +\n    return s\n')
     status, _, err = run(capsys, path)
     assert status == 1 and err.startswith(f"{path}:2:20: error: invalid syntax")
@@ -1561,3 +1564,84 @@ def test_audit_as_a_command(tmp_path):
     done = subprocess.run([sys.executable, "-m", "symdiff", "audit", path, "-f", "useless",
                            "--wrt", "w"], capture_output=True, text=True)
     assert done.returncode == 1 and "no effect" in done.stdout
+
+
+# --- the command line on real files: version, standard input, binary files, --shape ---
+
+
+def test_version(capsys):
+    from symdiff import __version__
+
+    for argv in (["--version"], ["audit", "--version"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert (e.value.code, capsys.readouterr().out) == (0, f"symdiff {__version__}\n")
+    done = _symdiff(ROOT, "--version")
+    assert (done.returncode, done.stdout) == (0, f"symdiff {__version__}\n")
+
+
+STDIN_SOURCE = "import numpy as np\n\ndef f(x):\n    return np.sin(x)\n\ndef g(x):\n" \
+               "    return np.fft.fft(x)\n"
+
+
+def test_dash_reads_the_source_from_standard_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(STDIN_SOURCE.encode())))
+    status, out, err = run(capsys, "-", "--format", "math")
+    assert (status, out) == (0, "f(x) = sin(x)\ndf/dx = cos(x)\n")
+    assert err == "<stdin>:7: note: skipped g: np.fft.fft is not supported\n"
+    done = subprocess.run([sys.executable, "-m", "symdiff", "-", "-f", "g"], input=STDIN_SOURCE,
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("<stdin>:7:12: error: np.fft.fft is not supported\n"
+                                  "        return np.fft.fft(x)\n")
+    done = subprocess.run([sys.executable, "-m", "symdiff", "-"], input=STDIN_SOURCE,
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert done.returncode == 0 and 'Gradient of f (<stdin>:3)' in done.stdout
+
+
+@pytest.mark.parametrize("argv", [["-", "--check"], ["-", "-o", "g.py"], ["audit", "-"]])
+def test_dash_with_what_runs_or_reads_the_file_again_is_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and "standard input (-)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("data", [bytes(range(256)) * 4, b"\x89PNG\r\n\x1a\n\xff\xfe",
+                                  b"def f(x):\n    return x\x00\x01\xff * x\n"])
+def test_a_binary_file_is_an_error_that_does_not_echo_its_bytes(tmp_path, capsys, data):
+    path = tmp_path / "blob.py"
+    path.write_bytes(data)
+    status, out, err = run(capsys, path)
+    assert (status, out) == (1, "")
+    assert err.startswith(f"{path}:") and "binary" in err
+    assert err.endswith("\n  supported instead: give symdiff a Python source file\n")
+    assert len(err.splitlines()) == 2 and "\ufffd" not in err and "PNG" not in err
+    done = _symdiff(tmp_path, str(path))
+    assert done.returncode == 1 and done.stderr == err and done.stdout == ""
+
+
+def test_a_latin1_file_is_still_echoed_with_a_caret(tmp_path, capsys):
+    path = tmp_path / "latin.py"
+    path.write_bytes(b"def f(x):\n    s = 'caf\xe9'\n    return x\n")
+    status, _, err = run(capsys, path)
+    assert status == 1 and err.splitlines()[1:3] == ["        s = 'caf\ufffd'",
+                                                     "                ^"]
+
+
+def test_shape_without_check_or_naming_no_parameter_is_a_usage_error(tmp_path, capsys):
+    path = write(tmp_path, "import numpy as np\n\ndef f(x):\n    return np.sum(x * x)\n")
+    for argv in ([path, "--shape", "x=3"], [path, "--shape", "x=3", "-o", tmp_path / "g.py"],
+                 ["audit", path, "--shape", "X=3"]):
+        with pytest.raises(SystemExit) as e:
+            main([str(a) for a in argv])
+        assert e.value.code == 2, argv
+        assert "--shape" in capsys.readouterr().err
+    # Where it is used: --check, --order 2 (its programs), audit.
+    assert run(capsys, path, "--check", "--shape", "x=3")[0] == 0
+    status, out, _ = run(capsys, path, "--order", "2", "--shape", "x=3")
+    assert status == 0 and "grad_jvp_f" in out
+    assert run(capsys, "audit", path, "--shape", "x=3")[0] == 0
+    done = _symdiff(tmp_path, path, "--shape", "x=3")
+    assert done.returncode == 2 and "--shape gives the shapes" in done.stderr
