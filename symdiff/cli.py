@@ -83,6 +83,7 @@ symdiff audit FILE: what each stop_gradient of each function blocks, at a random
 drawn as --check draws them (FILE is run); exit 1 where one has no effect or makes a
 gradient zero. See symdiff audit --help.
 
+symdiff coverage: the table of the functions and methods symdiff differentiates.
 symdiff cache info | symdiff cache clear: show or empty the disk cache of gradients.
 
 exit status: 0 all went well, 1 a function failed or a check disagreed, 2 usage error
@@ -119,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["cache"]:
         return _cache_command(argv[1:])
+    if argv[:1] == ["coverage"] and not os.path.isfile("coverage"):
+        return _coverage_command(argv[1:])
     if argv[:1] == ["audit"] and not os.path.isfile("audit"):
         return _audit_command(argv[1:])
     parser = _parser()
@@ -291,6 +294,19 @@ def _cache_command(argv) -> int:
         print(cache.info())
     else:
         print(f"removed {cache.clear()} entries")
+    return 0
+
+
+def _coverage_command(argv) -> int:
+    """``symdiff coverage``: the functions and methods symdiff differentiates (the table the
+    README has), which error hints send the user to."""
+    from .coverage import table
+
+    argparse.ArgumentParser(
+        prog="symdiff coverage", description="Print the table of the NumPy and math "
+        "functions and array methods symdiff differentiates (Markdown), as the README has "
+        "it.").parse_args(argv)
+    print(table())
     return 0
 
 

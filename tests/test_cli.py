@@ -183,8 +183,7 @@ def test_a_function_that_fails_is_skipped_with_a_note_unless_named(tmp_path, cap
         f"{path}:9:12: error: np.fft.fft is not supported\n"
         "        return np.fft.fft(y)\n"
         "               ^\n"
-        "  supported instead: the NumPy and math functions in the coverage table in "
-        "README.md\n")
+        "  supported instead: the NumPy and math functions: `symdiff coverage` lists them\n")
 
 
 def test_exit_status_1_when_nothing_at_all_could_be_differentiated(tmp_path, capsys):
@@ -600,7 +599,7 @@ def test_a_helper_imported_from_another_module_is_checked_and_exported(tmp_path,
     assert abs(namespace["grad_f"](x)[0] - expected) < 1e-12
 
 
-@pytest.mark.parametrize("name", ["cli", "static", "static_unresolved", "check", "export",
+@pytest.mark.parametrize("name", ["cli", "static", "static_unresolved", "check", "export", "coverage",
                                   "formula"])
 def test_docstring_examples_hold(name):
     import doctest
@@ -1645,3 +1644,17 @@ def test_shape_without_check_or_naming_no_parameter_is_a_usage_error(tmp_path, c
     assert run(capsys, "audit", path, "--shape", "x=3")[0] == 0
     done = _symdiff(tmp_path, path, "--shape", "x=3")
     assert done.returncode == 2 and "--shape gives the shapes" in done.stderr
+
+
+def test_coverage_prints_the_readme_table_the_hints_point_to(capsys):
+    from symdiff.coverage import table
+
+    assert run(capsys, "coverage") == (0, table() + "\n", "")
+    readme = (ROOT / "README.md").read_text()
+    assert table() in readme  # (tools/coverage.py writes it there)
+    assert "| `np.sin`, `math.sin` | elementwise |" in table()
+    done = _symdiff(ROOT, "coverage")
+    assert (done.returncode, done.stdout) == (0, table() + "\n")
+    with pytest.raises(SystemExit) as e:
+        main(["coverage", "--bogus"])
+    assert e.value.code == 2
