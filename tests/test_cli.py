@@ -599,8 +599,8 @@ def test_a_helper_imported_from_another_module_is_checked_and_exported(tmp_path,
     assert abs(namespace["grad_f"](x)[0] - expected) < 1e-12
 
 
-@pytest.mark.parametrize("name", ["cli", "static", "static_unresolved", "check", "export", "coverage",
-                                  "formula"])
+@pytest.mark.parametrize("name", ["cli", "static", "static_unresolved", "check", "export",
+                                  "formula", "coverage"])
 def test_docstring_examples_hold(name):
     import doctest
     import importlib
