@@ -36,7 +36,9 @@ By default every top-level function is differentiated with respect to every para
 
 --check imports and runs FILE (nothing else does), then compares each gradient with
 central differences at 3 random points (seeded), with every stop_gradient argument frozen
-at its value at the point. Values have magnitudes uniform in [0.5, 1.5] with random signs;
+at its value at the point. A function reading module data only running FILE sets
+(DATA = rng.normal(...)) is then built from FILE as it ran, as grad() builds it.
+Values have magnitudes uniform in [0.5, 1.5] with random signs;
 where the function is not finite there, positive values; then values in [0.1, 0.9].
 Parameters are scalars unless --shape x=3,4 says otherwise, or the annotation is a shape
 (x: "(3, 4)") or the default is an array (x=np.ones((3, 4))). A parameter that is not
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     0
     >>> os.remove(f.name)
     """
-    from .static import read_module
+    from .static import read_module, unresolved_problems
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["cache"]:
@@ -175,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
     _known_shapes(shapes, [module.functions[n] for n in names], parser)
     built, failed, unnamed = [], False, []
+    ran = []  # FILE as --check ran it, once
     for name in names:
         fs = module.functions[name]
         spec = wrt if wrt is not None else (_parameters(fs.node), True)
@@ -208,6 +211,19 @@ def main(argv: list[str] | None = None) -> int:
         else:
             built.append(_Built(name, fs, ir, source, spec[1], checked))
             continue
+        if opts.check and unresolved_problems(fs, module):
+            # --check runs FILE anyway: a name the reading could not know (DATA computed
+            # when the file runs) is then known, and the function is built as grad() would.
+            try:
+                from_run = _built_from_run(module, fs, spec, shapes, opts.order, ran)
+            except SymdiffError as e:
+                error = e
+            except (RecursionError, MemoryError) as e:
+                error = _too_big(module, fs.node, f"cannot differentiate {name}", e)
+            else:
+                if from_run is not None:
+                    built.append(from_run)
+                    continue
         if name in opts.function:
             _report(error, opts.file)
             failed = True
@@ -236,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.output:
         failed |= not _write(module, built, opts.output, argv)
     if opts.check:
-        failed |= not _check(module, built, shapes, opts.order)
+        failed |= not _check(module, built, shapes, opts.order, ran)
     return 1 if failed else 0
 
 
@@ -739,7 +755,37 @@ def _write(module, built, out, argv) -> bool:
     return True
 
 
-def _check(module, built, shapes, order=1) -> bool:
+def _built_from_run(module, fs, spec, shapes, order, ran):
+    """``fs`` built from the function FILE defines once run (``_run_once``), as ``grad``
+    builds it: where the static reading refused a name the running file sets. None when
+    the file raised or does not define it as a function (said)."""
+    from .api import build_source
+    from .parse import FunctionSource, parse
+
+    live = _run_once(module, ran)
+    fn = None if live is None else _live_function(module, live, fs, "check")
+    if fn is None:
+        return None
+    parsed = parse(fn)
+    fs = FunctionSource(parsed.name, parsed.node, parsed.source, parsed.namespace)
+    shown = _kinds(fs.node, shapes, kinds.FLOAT64)
+    ir, source = build_source(parsed, spec[0], False, spec[1], shown)
+    checked = _kinds(fs.node, shapes, kinds.FLOAT)
+    if checked != shown and order == 1:
+        checked = build_source(parsed, spec[0], False, spec[1], checked)[1]
+    else:
+        checked = source
+    return _Built(fs.name, fs, ir, source, spec[1], checked)
+
+
+def _run_once(module, ran):
+    """FILE run for --check (``_run``), the first time only: ``ran`` keeps what it gave."""
+    if not ran:
+        ran.append(_run(module, "--check"))
+    return ran[0]
+
+
+def _check(module, built, shapes, order=1, ran=None) -> bool:
     """Run FILE, then check each gradient (the text printed, compiled in FILE's namespace),
     or with ``order`` 2 each Hessian (``symdiff.hessian`` of the function FILE defines)."""
     from .check import check_gradient
@@ -748,7 +794,7 @@ def _check(module, built, shapes, order=1) -> bool:
 
     if not built:
         return True
-    live = _run(module, "--check")
+    live = _run_once(module, [] if ran is None else ran)
     if live is None:
         return False
     ok = True

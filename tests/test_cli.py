@@ -1658,3 +1658,53 @@ def test_coverage_prints_the_readme_table_the_hints_point_to(capsys):
     with pytest.raises(SystemExit) as e:
         main(["coverage", "--bogus"])
     assert e.value.code == 2
+
+
+DATA_FILE = """\
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    DATA = rng.normal(size=(5, 3))
+    print("ran")
+
+
+    def loss(w: 3):
+        return np.sum(np.tanh(DATA @ w) ** 2)
+
+
+    def plain(x):
+        return x * x
+    """
+
+
+def test_check_builds_from_the_run_file_what_reads_data_computed_when_it_runs(tmp_path, capsys):
+    path = write(tmp_path, DATA_FILE)
+    # Read without running it, DATA is not known: loss is skipped.
+    status, out, err = run(capsys, path)
+    assert status == 0 and "grad_loss" not in out and "grad_plain" in out
+    assert err.startswith(f"{path}:9: note: skipped loss: 'DATA' is set at module level")
+    # --check runs the file (once), and checks loss on DATA as loss sees it.
+    status, out, err = run(capsys, path, "--check")
+    assert (status, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == "ran" and lines.count("ran") == 1
+    assert lines[1].startswith("loss: largest relative error") and lines[1].endswith(": ok")
+    status, out, err = run(capsys, path, "--check", "--format", "source", "-f", "loss")
+    assert (status, err) == (0, "") and "_t0 = DATA @ w  # line 9" in out
+    status, out, err = run(capsys, path, "--check", "--order", "2", "-f", "loss")
+    assert (status, err) == (0, "") and out.startswith("ran\nloss: largest relative error")
+    assert out.endswith(": ok\n")
+    done = _symdiff(tmp_path, path, "--check")
+    assert (done.returncode, done.stderr) == (0, "") and done.stdout.count(": ok") == 2
+
+
+def test_check_of_data_computed_when_the_file_runs_still_catches_a_wrong_gradient(
+        tmp_path, capsys, monkeypatch):
+    path = write(tmp_path, DATA_FILE)
+    row = rules.lookup(np.tanh)
+    monkeypatch.setitem(rules._BY_ID, id(np.tanh), (np.tanh, dataclasses.replace(
+        row, sympy=sp.sin)))
+    status, out, err = run(capsys, path, "--check", "-f", "loss")
+    assert (status, out) == (1, "ran\n")
+    assert err.startswith(f"{path}:8:1: error: the gradient of loss disagrees with central "
+                          "differences")
