@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     ran = []  # FILE as --check ran it, once
     for name in names:
         fs = module.functions[name]
-        spec = wrt if wrt is not None else (_parameters(fs.node), True)
+        spec = wrt if wrt is not None else (_default_wrt(fs, module, opts.file), True)
         if not spec[0]:
             if opts.function:
                 _report(module.source.problem(fs.node, f"{name} has no parameter to "
@@ -191,10 +191,10 @@ def main(argv: list[str] | None = None) -> int:
                                                       "differentiate"), name, fs.node))
             continue
         try:
-            shown = _kinds(fs.node, shapes, kinds.FLOAT64)
+            shown = _kinds(fs.node, shapes, kinds.FLOAT64, spec[0])
             # (an exported module is called with anything: its build is the generic one)
             ir, source = _build(fs, module, *spec, None if opts.output else shown)
-            checked = _kinds(fs.node, shapes, kinds.FLOAT)
+            checked = _kinds(fs.node, shapes, kinds.FLOAT, spec[0])
             if opts.check and checked != shown and opts.order == 1:
                 checked = _build(fs, module, *spec, checked)[1]
             else:
@@ -380,9 +380,10 @@ def _audit_command(argv) -> int:
             continue
         params = inspect.signature(fn).parameters
         given = tuple(p for p in wrt[0] if p in params) if wrt is not None else tuple(
-            p for p in _parameters(fs.node) if not _integer(params[p]))
+            p for p in _default_wrt(fs, module, opts.file) if not _integer(params[p]))
         with np.errstate(all="ignore"):  # (points where fn is not finite are drawn again)
-            point = draw_point(fn, given, shapes, namespaces=_local_namespaces(module)) \
+            point = draw_point(fn, given, shapes, namespaces=_local_namespaces(module),
+                               integers=_counts(fs.node, given)) \
                 if given else "it has no parameter to differentiate"
         try:
             if isinstance(point, str):
@@ -405,6 +406,19 @@ def _audit_command(argv) -> int:
     else:
         print("\n\n".join(map(str, reports)))
     return 1 if failed or any(r.likely_bugs for r in reports) else 0
+
+
+def _default_wrt(fs, module, path) -> tuple[str, ...]:
+    """Every parameter of ``fs`` but those it uses only as integers (indices, counts), each
+    said in a note: differentiating in one fails (x[i]) or gives a meaningless zero."""
+    from .integer_uses import integer_only
+
+    counts = integer_only(fs.node)
+    for p in counts:
+        print(f"{path}:{fs.node.lineno}: note: {fs.name}: {p} is used only as an integer (an "
+              "index, a count): not differentiated; --wrt names it to differentiate it "
+              "anyway", file=sys.stderr)
+    return tuple(p for p in _parameters(fs.node) if p not in counts)
 
 
 def _known_shapes(shapes, functions, parser):
@@ -505,12 +519,16 @@ def _parameters(node) -> tuple[str, ...]:
     return tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))
 
 
-def _kinds(node, shapes, unknown) -> dict:
+def _kinds(node, shapes, unknown, wrt=None) -> dict:
     """The kinds a function read from a file is built for: a parameter's --shape, else its
     annotation (a shape, float, int, bool), else its default's (a number, or an array
-    made by a call), else ``unknown`` (a float64 array to print; a float to --check, which
-    draws floats where nothing says more)."""
+    made by a call), else an int where it is used only as one and not in ``wrt`` (as
+    --check draws it), else ``unknown`` (a float64 array to print; a float to --check,
+    which draws floats where nothing says more)."""
+    from .check import INTEGER
     from .parse import NOT_LITERAL, literal
+
+    counts = _counts(node, wrt)
 
     a = node.args
     positional = [*a.posonlyargs, *a.args]
@@ -532,9 +550,18 @@ def _kinds(node, shapes, unknown) -> dict:
             out[p.arg] = kinds.kind(value)
         elif isinstance(defaults.get(p.arg), ast.Call):  # np.ones((3, 4)), say
             out[p.arg] = kinds.FLOAT64
+        elif p.arg in counts:
+            out[p.arg] = kinds.kind(INTEGER)
         else:
             out[p.arg] = unknown
     return out
+
+
+def _counts(node, wrt) -> tuple[str, ...]:
+    """The parameters used only as integers that are not differentiated (in ``wrt``)."""
+    from .integer_uses import integer_only
+
+    return () if wrt is None else tuple(p for p in integer_only(node) if p not in wrt)
 
 
 def _annotated_shape(note) -> tuple[int, ...] | None:
@@ -668,7 +695,7 @@ def _second_programs(b, module, shapes) -> str:
 
     fs = b.function
     wrt = tuple(b.ir.wrt)
-    shown = _kinds(fs.node, shapes, kinds.FLOAT)
+    shown = _kinds(fs.node, shapes, kinds.FLOAT, wrt)
     # Without its defaults (the kinds above read them): tangents, which have none, follow
     # the parameters in the tangent program's def.
     node = copy.copy(fs.node)
@@ -768,9 +795,9 @@ def _built_from_run(module, fs, spec, shapes, order, ran):
         return None
     parsed = parse(fn)
     fs = FunctionSource(parsed.name, parsed.node, parsed.source, parsed.namespace)
-    shown = _kinds(fs.node, shapes, kinds.FLOAT64)
+    shown = _kinds(fs.node, shapes, kinds.FLOAT64, spec[0])
     ir, source = build_source(parsed, spec[0], False, spec[1], shown)
-    checked = _kinds(fs.node, shapes, kinds.FLOAT)
+    checked = _kinds(fs.node, shapes, kinds.FLOAT, spec[0])
     if checked != shown and order == 1:
         checked = build_source(parsed, spec[0], False, spec[1], checked)[1]
     else:
@@ -812,8 +839,10 @@ def _check(module, built, shapes, order=1, ran=None) -> bool:
             # The defaults Python gave fn at its def, not their expressions' values now.
             compiled.__defaults__, compiled.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
             gradient = compiled if b.as_tuple else _one_to_tuple(compiled)
-            result = check_gradient(fn, gradient, b.ir.given_wrt or b.ir.wrt, shapes,
-                                    namespaces=_local_namespaces(module))
+            wrt = b.ir.given_wrt or b.ir.wrt
+            result = check_gradient(fn, gradient, wrt, shapes,
+                                    namespaces=_local_namespaces(module),
+                                    integers=_counts(b.function.node, wrt))
         except (RecursionError, MemoryError) as e:
             _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)
             ok = False
@@ -872,8 +901,9 @@ def _check_second(module, b, fn, shapes) -> bool:
     from .check import check_hessian
 
     try:
-        result = check_hessian(fn, b.ir.given_wrt or b.ir.wrt, shapes,
-                               namespaces=_local_namespaces(module))
+        wrt = b.ir.given_wrt or b.ir.wrt
+        result = check_hessian(fn, wrt, shapes, namespaces=_local_namespaces(module),
+                               integers=_counts(b.function.node, wrt))
     except (RecursionError, MemoryError) as e:
         _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)
         return False

@@ -97,7 +97,10 @@ def live(path):
 
 
 PARAMS = {"helper": ("a",), "scalar": ("x", "y"), "straight_through": ("x",),
-          "arrays": ("v", "t"), "branchy": ("x", "n"), "keywords": ("x", "scale")}
+          "arrays": ("v", "t"), "branchy": ("x",), "keywords": ("x", "scale")}
+# (branchy's n only bounds a loop: it is left out, with a note)
+BRANCHY_NOTE = ": note: branchy: n is used only as an integer (an index, a count): not " \
+               "differentiated; --wrt names it to differentiate it anyway\n"
 
 
 # --- printing the source ---
@@ -105,7 +108,7 @@ PARAMS = {"helper": ("a",), "scalar": ("x", "y"), "straight_through": ("x",),
 
 def test_prints_exactly_the_source_grad_compiles_for_every_function(sample, capsys):
     status, out, err = run(capsys, sample)
-    assert (status, err) == (0, "")
+    assert (status, err) == (0, f"{sample}:36{BRANCHY_NOTE}")
     m = live(sample)
     expected = [grad(getattr(m, name), wrt=params).source for name, params in PARAMS.items()]
     assert out == "\n\n".join(expected)
@@ -324,7 +327,7 @@ def test_format_math_shows_array_code_and_control_flow_as_a_program(sample, caps
         "# arrays: not a closed formula (np.matmul at line 32 is an array operation); "
         "shown as a program:\n\n" + grad(m.arrays, wrt=("v", "t")).source + "\n\n"
         "# branchy: not a closed formula (it has control flow at line 38); "
-        "shown as a program:\n\n" + grad(m.branchy, wrt=("x", "n")).source)
+        "shown as a program:\n\n" + grad(m.branchy, wrt=("x",)).source)
 
 
 def test_format_latex(tmp_path, capsys):
@@ -352,7 +355,7 @@ def test_check_agrees_on_every_kind_of_function(tmp_path, capsys):
     text = SAMPLE.replace('raise SystemExit("the sample ran to its end")\n', "")
     path = write(tmp_path, text)
     status, out, err = run(capsys, path, "--check")
-    assert (status, err) == (0, ""), err
+    assert (status, err) == (0, f"{path}:36{BRANCHY_NOTE}"), err
     lines = out.splitlines()
     assert lines[0] == "the sample ran"  # --check, and only --check, runs the file
     assert [line.split(":")[0] for line in lines[1:]] == list(PARAMS)
@@ -437,7 +440,7 @@ def test_check_of_the_cli_demo_example_agrees(capsys):
 def test_output_module_needs_only_numpy_and_matches_grad(sample, tmp_path, capsys):
     out_path = tmp_path / "grads.py"
     status, out, err = run(capsys, sample, "--output", str(out_path))
-    assert (status, out, err) == (0, "", "")
+    assert (status, out, err) == (0, "", f"{sample}:36{BRANCHY_NOTE}")
     text = out_path.read_text()
     assert "import symdiff" not in text and "sympy" not in text
     assert text.startswith('"""Gradients of the functions in ')
@@ -1708,3 +1711,101 @@ def test_check_of_data_computed_when_the_file_runs_still_catches_a_wrong_gradien
     assert (status, out) == (1, "ran\n")
     assert err.startswith(f"{path}:8:1: error: the gradient of loss disagrees with central "
                           "differences")
+
+
+# --- parameters used only as integers are not differentiated by default ---
+
+
+INTEGER_FILE = """\
+    import numpy as np
+    from symdiff import stop_gradient
+
+
+    def pick(x, i):
+        return x[i] * 2.0
+
+
+    def loop(x, n, steps=2):
+        s = 0.0
+        for _ in range(steps):
+            s = s + np.sum(np.zeros(n) + x * x)
+        return s
+
+
+    def kept(x, c, k):
+        return np.sum(x * c) + x[k] * k + stop_gradient(c)
+    """
+INTEGER_NOTE = ("note: {f}: {p} is used only as an integer (an index, a count): not "
+                "differentiated; --wrt names it to differentiate it anyway")
+
+
+def test_parameters_used_only_as_integers_are_left_out_of_the_default_wrt(tmp_path, capsys):
+    path = write(tmp_path, INTEGER_FILE)
+    status, out, err = run(capsys, path)
+    assert status == 0 and out.count("def grad_") == 2, err  # kept: x[k] with k in wrt
+    assert err.splitlines()[:3] == [
+        f"{path}:5: " + INTEGER_NOTE.format(f="pick", p="i"),
+        f"{path}:9: " + INTEGER_NOTE.format(f="loop", p="n"),
+        f"{path}:9: " + INTEGER_NOTE.format(f="loop", p="steps")]
+    assert "with respect to x.\n" in out and "return (_fit(dx, x),)" in out
+    assert f"{path}:17: note: skipped kept: index must not depend" in err
+    assert "kept:" not in err.replace(f"{path}:17: note: skipped kept", "")
+    # --wrt names it: differentiated anyway (n's gradient is zero), no note.
+    status, out, err = run(capsys, path, "-f", "loop", "--wrt", "x,n")
+    assert (status, err) == (0, "") and "return (_fit(dx, x), _fit(0.0, n))" in out
+    status, out, _ = run(capsys, path, "-f", "pick")
+    assert status == 0 and "dx = _scatter(d_t0, x, np.index_exp[i])" in out
+    done = _symdiff(tmp_path, path, "-f", "loop")
+    assert done.returncode == 0 and done.stderr.count("is used only as an integer") == 2
+
+
+def test_check_draws_parameters_used_only_as_integers_as_integers(tmp_path, capsys):
+    path = write(tmp_path, INTEGER_FILE)
+    status, out, err = run(capsys, path, "--check", "--shape", "x=3", "-f", "pick", "-f",
+                           "loop")
+    assert status == 0, err
+    assert out.splitlines() == [line for line in out.splitlines() if line.endswith(": ok")]
+    assert len(out.splitlines()) == 2
+    # Named with --wrt, i is a float again: x[i] then fails (as it does in NumPy).
+    status, out, err = run(capsys, path, "--check", "--shape", "x=3", "-f", "pick",
+                           "--wrt", "x,i")
+    assert status == 1 and err.startswith(f"{path}:6:14: error: index must not depend on the "
+                                          "differentiated inputs")
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("def f(x, i):\n    return x[i]\n", ("i",)),
+    ("def f(x, i):\n    return x[i + 1, :] @ x[:, 2 * i]\n", ("i",)),
+    ("def f(x, a, b):\n    return x[a:b].sum()\n", ("a", "b")),
+    ("def f(x, n):\n    return np.sum(np.ones((n, 2)) * x)\n", ("n",)),
+    ("def f(x, k):\n    return np.sum(x, axis=k)\n", ("k",)),
+    ("def f(x, i=2):\n    return x[i]\n", ("i",)),
+    ("def f(x, i: int):\n    return x[i]\n", ("i",)),
+    # Kept (a float would be a silently missing gradient): any other use, a float
+    # annotation or default, rebinding, another scope, a division.
+    ("def f(x, k):\n    return x[k] * k\n", ()),
+    ("def f(x, c):\n    return np.full(3, c) * x\n", ()),
+    ("def f(x, c):\n    return x[0] if c > 0 else x[1]\n", ()),
+    ("def f(x, i: float):\n    return x[i]\n", ()),
+    ("def f(x, i=2.0):\n    return x[int(i)]\n", ()),
+    ("def f(x, i):\n    i = i + 1\n    return x[i]\n", ()),
+    ("def f(x, i):\n    return (lambda: x[i])()\n", ()),
+    ("def f(x, i):\n    return x[i / 2]\n", ()),
+    ("def f(x, i):\n    return helper(x, i)\n", ()),
+])
+def test_integer_only_reads_uses_conservatively(source, expected):
+    import ast
+
+    from symdiff.integer_uses import integer_only
+
+    assert integer_only(ast.parse(source).body[0]) == expected
+
+
+def test_audit_leaves_out_and_draws_integer_parameters_as_the_check_does(tmp_path, capsys):
+    path = write(tmp_path, textwrap.dedent(INTEGER_FILE) + "\n\ndef st(x, i):\n"
+                 "    return x[i] * stop_gradient(x[i])\n")
+    status, out, err = run(capsys, "audit", path, "-f", "st", "--shape", "x=3")
+    assert f"{path}:20: " + INTEGER_NOTE.format(f="st", p="i") in err
+    assert "error" not in err and "stop_gradient audit of st" in out
+    assert out.startswith("stop_gradient audit of st (m.py:20) with respect to x\n")
+    assert "blocks 50% of the gradient of x" in out and status == 0
