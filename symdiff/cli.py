@@ -32,7 +32,11 @@ from .errors import Problem, SymdiffError
 _EPILOG = """\
 By default every top-level function is differentiated with respect to every parameter
 (not *args/**kwargs) and its gradient returns a tuple, as grad(f, wrt=(...)) does;
---wrt x gives one gradient, as grad(f, wrt="x"), and --wrt x,y a tuple.
+--wrt x gives one gradient, as grad(f, wrt="x"), and --wrt x,y a tuple. A parameter the
+function uses only as an integer (an index x[i], a slice bound, range(n), np.zeros(n),
+axis=k; never rebound, not annotated or defaulted as a float) is left out, with a note.
+A function that cannot be differentiated is skipped with a one-line note, unless -f
+names it; the exit status is 1 then, or when no function could be differentiated.
 
 --check imports and runs FILE (nothing else does), then compares each gradient with
 central differences at 3 random points (seeded), with every stop_gradient argument frozen
@@ -42,8 +46,9 @@ Values have magnitudes uniform in [0.5, 1.5] with random signs;
 where the function is not finite there, positive values; then values in [0.1, 0.9].
 Parameters are scalars unless --shape x=3,4 says otherwise, or the annotation is a shape
 (x: "(3, 4)") or the default is an array (x=np.ones((3, 4))). A parameter that is not
-differentiated takes its default if it has one, and so does one with an integer default
-(n=3), whose gradient is not compared: when that leaves nothing to compare (--wrt n),
+differentiated takes its default if it has one (one used only as an integer and without
+a default is 1), and so does one with an integer default (n=3), whose gradient is not
+compared: when that leaves nothing to compare (--wrt n),
 the check says "nothing to compare" and does not fail. The check fails where
 |g - n| > 1e-5 * max(1, |g|, |n|) + 10 * eps * |f| / h, h being the step (1e-6 * max(1, |x|)):
 the second term is the rounding error of the differences where |f| is large. The error
@@ -467,7 +472,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="differentiate this function (repeatable; default: all)")
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("--wrt", metavar="x,y",
-                        help="the parameters to differentiate with respect to (default: all)")
+                        help="the parameters to differentiate with respect to (default: "
+                             "all but those used only as integers)")
     parser.add_argument("--format", choices=("source", "math", "latex"),
                         help="print the gradient source (default), closed formulas of the "
                              "partial derivatives where there are small ones, or LaTeX")
