@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                 failed = True
             else:
                 unnamed.append((module.source.problem(fs.node, "it has no parameter to "
-                                                      "differentiate"), name, fs.node))
+                                                      "differentiate"), name, fs.node, False))
             continue
         try:
             shown = _kinds(fs.node, shapes, kinds.FLOAT64, spec[0])
@@ -233,11 +233,11 @@ def main(argv: list[str] | None = None) -> int:
             _report(error, opts.file)
             failed = True
         else:
-            unnamed.append((error, name, fs.node))
+            unnamed.append((error, name, fs.node, True))
     # A file's demo code and helpers need not be differentiable: only a function named
     # with -f must be; when nothing at all could be, each reason is given in full.
-    for error, name, node in unnamed:
-        if built or isinstance(error, Problem):  # (a Problem: no parameter, not a failure)
+    for error, name, node, failure in unnamed:
+        if built or not failure:  # (no parameter to differentiate is not a failure)
             _skip_note(error, name, node, module, opts.file)
         else:
             _report(error, opts.file)

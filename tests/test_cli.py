@@ -867,6 +867,13 @@ def test_recursion_and_memory_errors_of_one_function_are_located(tmp_path, capsy
     assert err == (f"{path}:4:1: error: cannot differentiate g: an expression in it is nested "
                    "too deeply for symdiff (RecursionError)\n    def g(x):\n    ^\n"
                    "  supported instead: split the expression into several statements\n")
+    # Unnamed, g is skipped with a note; alone in its file, it fails in full.
+    status, out, err = run(capsys, path)
+    assert status == 0 and err == (f"{path}:4: note: skipped g: an expression in it is "
+                                   "nested too deeply for symdiff (RecursionError)\n")
+    status, out, err = run(capsys, write(tmp_path, "def g(x):\n    return x\n", "g.py"))
+    assert (status, out) == (1, "") and err.endswith("  supported instead: split the "
+                                                    "expression into several statements\n")
 
 
 def test_a_module_level_constant_too_deep_to_read_is_unknown_not_a_crash(tmp_path, capsys):
