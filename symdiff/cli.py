@@ -41,7 +41,8 @@ names it; the exit status is 1 then, or when no function could be differentiated
 --check imports and runs FILE (nothing else does), then compares each gradient with
 central differences at 3 random points (seeded), with every stop_gradient argument frozen
 at its value at the point. A function reading module data only running FILE sets
-(DATA = rng.normal(...)) is then built from FILE as it ran, as grad() builds it.
+(DATA = rng.normal(...)) is then built from FILE as it ran, as grad() builds it (not
+with --output, whose module would hold that data as a constant: it stays skipped).
 Values have magnitudes uniform in [0.5, 1.5] with random signs;
 where the function is not finite there, positive values; then values in [0.1, 0.9].
 Parameters are scalars unless --shape x=3,4 says otherwise, or the annotation is a shape
@@ -216,9 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             built.append(_Built(name, fs, ir, source, spec[1], checked))
             continue
-        if opts.check and unresolved_problems(fs, module):
+        if opts.check and not opts.output and unresolved_problems(fs, module):
             # --check runs FILE anyway: a name the reading could not know (DATA computed
             # when the file runs) is then known, and the function is built as grad() would.
+            # (Not to --output: its module would hold that run's data as a constant.)
             try:
                 from_run = _built_from_run(module, fs, spec, shapes, opts.order, ran)
             except SymdiffError as e:

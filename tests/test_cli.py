@@ -1706,6 +1706,10 @@ def test_check_builds_from_the_run_file_what_reads_data_computed_when_it_runs(tm
     assert out.endswith(": ok\n")
     done = _symdiff(tmp_path, path, "--check")
     assert (done.returncode, done.stderr) == (0, "") and done.stdout.count(": ok") == 2
+    # Not exported: the module written would hold this run's DATA as a constant.
+    status, out, err = run(capsys, path, "--check", "-o", tmp_path / "g.py")
+    assert status == 0 and "def grad_loss" not in (tmp_path / "g.py").read_text()
+    assert f"{path}:9: note: skipped loss: 'DATA' is set at module level" in err
 
 
 def test_check_of_data_computed_when_the_file_runs_still_catches_a_wrong_gradient(
