@@ -1,5 +1,8 @@
-"""The rules table -> the coverage table: what ``symdiff coverage`` prints and the README
-shows (tools/coverage.py writes it there), so the two cannot drift from what is supported."""
+"""The rules table -> the coverage table, which ``symdiff coverage`` prints.
+
+The README shows the same table (tools/coverage.py writes it there), so neither can drift
+from what is supported, and error hints can send a pip-installed user, who has no README,
+to the command."""
 
 from __future__ import annotations
 
