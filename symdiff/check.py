@@ -81,14 +81,20 @@ class CheckResult:
                 f"{self.points} random points: {verdict}")
 
 
+# The value --check gives a parameter used only as an integer that has no default: an
+# index valid in any axis of two elements or more, a loop run once.
+INTEGER = 1
+
+
 def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0,
-                   namespaces=()) -> CheckResult:
+                   namespaces=(), integers=()) -> CheckResult:
     """Compare ``gradient`` with central differences of ``fn`` at ``points`` random points.
 
     ``gradient`` takes ``fn``'s arguments and returns a tuple of gradients, one per name in
     ``wrt``; ``shapes`` maps parameter names to array shapes (default: see
     ``parameter_shape``); ``namespaces`` are the globals of other modules whose functions
-    ``fn`` calls, where stop_gradient is frozen too.
+    ``fn`` calls, where stop_gradient is frozen too; ``integers`` are parameters used only
+    as integers (indices, counts), which take their default, else ``INTEGER``.
 
     >>> def f(x, y):
     ...     return x * x * y
@@ -113,7 +119,7 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0,
     if too_big:
         return CheckResult(name, np.nan, "", 0, too_big)
     try:
-        return _compare(fn, gradient, wrt, shapes, points, rng, frozen, signature)
+        return _compare(fn, gradient, wrt, shapes, points, rng, frozen, signature, integers)
     except MemoryError:
         return CheckResult(name, np.nan, "", 0, "out of memory (MemoryError) with these "
                            "shapes; give smaller ones with --shape x=3,4")
@@ -121,7 +127,8 @@ def check_gradient(fn, gradient, wrt, shapes=None, points=3, seed=0,
         return CheckResult(name, np.nan, "", 0, f"the check raised {type(e).__name__}: {e}")
 
 
-def check_hessian(fn, wrt, shapes=None, points=3, seed=0, namespaces=()) -> CheckResult:
+def check_hessian(fn, wrt, shapes=None, points=3, seed=0, namespaces=(),
+                  integers=()) -> CheckResult:
     """Compare ``symdiff.hessian(fn, wrt)`` with central differences of the gradient
     ``symdiff.grad(fn, wrt)``, at the random points ``check_gradient`` draws (same seed,
     same points), each stop_gradient argument frozen at the point: where fn calls
@@ -149,7 +156,7 @@ def check_hessian(fn, wrt, shapes=None, points=3, seed=0, namespaces=()) -> Chec
         return CheckResult(name, np.nan, "", 0, "a Hessian takes positional arguments, and "
                            f"{name} has keyword-only parameters")
     try:
-        return _compare_hessian(fn, active, shapes, points, rng, frozen, signature)
+        return _compare_hessian(fn, active, shapes, points, rng, frozen, signature, integers)
     except MemoryError:
         return CheckResult(name, np.nan, "", 0, "out of memory (MemoryError) with these "
                            "shapes; give smaller ones with --shape x=3,4")
@@ -161,7 +168,8 @@ def check_hessian(fn, wrt, shapes=None, points=3, seed=0, namespaces=()) -> Chec
         return CheckResult(name, np.nan, "", 0, f"the check raised {type(e).__name__}: {e}")
 
 
-def _compare_hessian(fn, wrt, shapes, points, rng, frozen, signature) -> CheckResult:
+def _compare_hessian(fn, wrt, shapes, points, rng, frozen, signature,
+                     integers=()) -> CheckResult:
     from . import api, higher
 
     name = getattr(fn, "__name__", "function")
@@ -170,7 +178,7 @@ def _compare_hessian(fn, wrt, shapes, points, rng, frozen, signature) -> CheckRe
     worst, where = 0.0, ""
     with np.errstate(all="ignore"):
         for k in range(points):
-            found = _finite_point(fn, signature, wrt, shapes or {}, rng, frozen)
+            found = _finite_point(fn, signature, wrt, shapes or {}, rng, frozen, integers)
             if isinstance(found, str):
                 return CheckResult(name, np.nan, "", k, found)
             values, kinds = found
@@ -263,12 +271,13 @@ def _too_big(signature, wrt, shapes) -> str:
     return ""
 
 
-def _compare(fn, gradient, wrt, shapes, points, rng, frozen, signature) -> CheckResult:
+def _compare(fn, gradient, wrt, shapes, points, rng, frozen, signature,
+             integers=()) -> CheckResult:
     name = getattr(fn, "__name__", "function")
     worst, where = 0.0, ""
     with np.errstate(all="ignore"):
         for k in range(points):
-            found = _finite_point(fn, signature, wrt, shapes or {}, rng, frozen)
+            found = _finite_point(fn, signature, wrt, shapes or {}, rng, frozen, integers)
             if isinstance(found, str):
                 return CheckResult(name, np.nan, "", k, found)
             values, kinds = found
@@ -328,16 +337,16 @@ def parameter_shape(param: inspect.Parameter, shapes) -> tuple[int, ...]:
     return ()
 
 
-def draw_point(fn, wrt, shapes=None, seed=0, namespaces=()):
+def draw_point(fn, wrt, shapes=None, seed=0, namespaces=(), integers=()):
     """Arguments ``(args, kwargs)`` for ``fn``, drawn as ``check_gradient`` draws its first
     point (``symdiff audit`` audits there), or a str saying why there is none."""
     signature = inspect.signature(fn)
     found = _finite_point(fn, signature, wrt, shapes or {}, np.random.default_rng(seed),
-                          _Frozen(fn, namespaces))
+                          _Frozen(fn, namespaces), integers)
     return found if isinstance(found, str) else _call_arguments(*found)
 
 
-def _finite_point(fn, signature, wrt, shapes, rng, frozen):
+def _finite_point(fn, signature, wrt, shapes, rng, frozen, integers=()):
     """Values for every parameter where ``fn`` is finite (recording stop_gradient there),
     or what went wrong at every point tried."""
     failure = "it is not finite"
@@ -349,6 +358,8 @@ def _finite_point(fn, signature, wrt, shapes, rng, frozen):
             kinds[p.name] = p.kind
             if p.default is not p.empty and (p.name not in wrt or _integer(p)):
                 values[p.name] = p.default
+            elif p.name in integers and p.name not in wrt:  # an index, a count
+                values[p.name] = INTEGER
             else:
                 values[p.name] = _draw(rng, parameter_shape(p, shapes), how)
         args, kwargs = _call_arguments(values, kinds)

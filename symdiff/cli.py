@@ -27,21 +27,29 @@ from pathlib import Path
 import numpy as np
 
 from . import kinds
-from .errors import SymdiffError
+from .errors import Problem, SymdiffError
 
 _EPILOG = """\
 By default every top-level function is differentiated with respect to every parameter
 (not *args/**kwargs) and its gradient returns a tuple, as grad(f, wrt=(...)) does;
---wrt x gives one gradient, as grad(f, wrt="x"), and --wrt x,y a tuple.
+--wrt x gives one gradient, as grad(f, wrt="x"), and --wrt x,y a tuple. A parameter the
+function uses only as an integer (an index x[i], a slice bound, range(n), np.zeros(n),
+axis=k; never rebound, not annotated or defaulted as a float) is left out, with a note.
+A function that cannot be differentiated is skipped with a one-line note, unless -f
+names it; the exit status is 1 then, or when no function could be differentiated.
 
 --check imports and runs FILE (nothing else does), then compares each gradient with
 central differences at 3 random points (seeded), with every stop_gradient argument frozen
-at its value at the point. Values have magnitudes uniform in [0.5, 1.5] with random signs;
+at its value at the point. A function reading module data only running FILE sets
+(DATA = rng.normal(...)) is then built from FILE as it ran, as grad() builds it (not
+with --output, whose module would hold that data as a constant: it stays skipped).
+Values have magnitudes uniform in [0.5, 1.5] with random signs;
 where the function is not finite there, positive values; then values in [0.1, 0.9].
 Parameters are scalars unless --shape x=3,4 says otherwise, or the annotation is a shape
 (x: "(3, 4)") or the default is an array (x=np.ones((3, 4))). A parameter that is not
-differentiated takes its default if it has one, and so does one with an integer default
-(n=3), whose gradient is not compared: when that leaves nothing to compare (--wrt n),
+differentiated takes its default if it has one (one used only as an integer and without
+a default is 1), and so does one with an integer default (n=3), whose gradient is not
+compared: when that leaves nothing to compare (--wrt n),
 the check says "nothing to compare" and does not fail. The check fails where
 |g - n| > 1e-5 * max(1, |g|, |n|) + 10 * eps * |f| / h, h being the step (1e-6 * max(1, |x|)):
 the second term is the rounding error of the differences where |f| is large. The error
@@ -58,6 +66,8 @@ The body of `if __name__ == "__main__":` is not read; in `try: import a` / `exce
 ImportError: import b`, the except block is read when an import in the try block fails.
 A FILE that is not text in its encoding (UTF-8 unless a coding line says otherwise) is
 an error, exit 1.
+FILE - reads the source from standard input (named <stdin> in messages; local modules
+are looked for in the current directory); --check, --output and audit need a file.
 --output refuses to overwrite FILE or any file it did not write itself, and to define one
 name twice (a name that means two things to two gradients, a name of the file's that is
 also grad_<name>).
@@ -81,6 +91,7 @@ symdiff audit FILE: what each stop_gradient of each function blocks, at a random
 drawn as --check draws them (FILE is run); exit 1 where one has no effect or makes a
 gradient zero. See symdiff audit --help.
 
+symdiff coverage: the table of the functions and methods symdiff differentiates.
 symdiff cache info | symdiff cache clear: show or empty the disk cache of gradients.
 
 exit status: 0 all went well, 1 a function failed or a check disagreed, 2 usage error
@@ -112,17 +123,26 @@ def main(argv: list[str] | None = None) -> int:
     0
     >>> os.remove(f.name)
     """
-    from .static import read_module
+    from .static import read_module, unresolved_problems
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["cache"]:
         return _cache_command(argv[1:])
+    if argv[:1] == ["coverage"] and not os.path.isfile("coverage"):
+        return _coverage_command(argv[1:])
     if argv[:1] == ["audit"] and not os.path.isfile("audit"):
         return _audit_command(argv[1:])
     parser = _parser()
     opts = parser.parse_args(argv)
     wrt = _parse_wrt(opts.wrt, parser)
     shapes = _parse_shapes(opts.shape, parser)
+    if shapes and not (opts.check or opts.order == 2):
+        parser.error("--shape gives the shapes of the points --check draws (and of --order "
+                     "2's programs): add --check, or leave it out")
+    if opts.file == "-" and (opts.check or opts.output):
+        parser.error(f"{'--check' if opts.check else '--output'} needs FILE as a file: "
+                     f"{'it runs FILE' if opts.check else 'the module it writes reads FILE'}; "
+                     "standard input (-) can only be printed from: save it to a file first")
     if opts.output and opts.order == 2:
         parser.error("--output writes gradients; it does not write Hessians (--order 2): "
                      "print their source instead (--format source)")
@@ -138,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     except SymdiffError as e:
         _report(e, opts.file)
         return 1
+    opts.file = module.path  # (<stdin> for -)
     names = list(dict.fromkeys(opts.function))
     for name in names:
         if name in module.skipped:  # an async or decorated def
@@ -157,32 +178,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{opts.file}: note: it defines no top-level function to differentiate "
                   "(methods and lambdas are not read)", file=sys.stderr)
         for name, skipped in module.skipped.items():
-            _report(module.source.problem(skipped.node, f"skipped {name}: {skipped.reason}"),
-                    opts.file, "note: ")
+            _skip_note(module.source.problem(skipped.node, skipped.reason), name,
+                       skipped.node, module, opts.file)
 
-    params = {p for name in names for p in _parameters(module.functions[name].node)}
-    for shape_of in shapes:
-        if shape_of not in params:  # a typo would check a scalar and say ok
-            parser.error(f"--shape {shape_of}=...: no function differentiated has a parameter "
-                         f"{shape_of!r} (they have: {', '.join(sorted(params)) or 'none'})")
-    built, failed = [], False
+    _known_shapes(shapes, [module.functions[n] for n in names], parser)
+    built, failed, unnamed = [], False, []
+    ran = []  # FILE as --check ran it, once
     for name in names:
         fs = module.functions[name]
-        spec = wrt if wrt is not None else (_parameters(fs.node), True)
+        spec = wrt if wrt is not None else (_default_wrt(fs, module, opts.file), True)
         if not spec[0]:
             if opts.function:
                 _report(module.source.problem(fs.node, f"{name} has no parameter to "
                                               "differentiate"), opts.file)
                 failed = True
             else:
-                _report(module.source.problem(fs.node, f"skipped {name}: it has no parameter "
-                                              "to differentiate"), opts.file, "note: ")
+                unnamed.append((module.source.problem(fs.node, "it has no parameter to "
+                                                      "differentiate"), name, fs.node, False))
             continue
         try:
-            shown = _kinds(fs.node, shapes, kinds.FLOAT64)
+            shown = _kinds(fs.node, shapes, kinds.FLOAT64, spec[0])
             # (an exported module is called with anything: its build is the generic one)
             ir, source = _build(fs, module, *spec, None if opts.output else shown)
-            checked = _kinds(fs.node, shapes, kinds.FLOAT)
+            checked = _kinds(fs.node, shapes, kinds.FLOAT, spec[0])
             if opts.check and checked != shown and opts.order == 1:
                 checked = _build(fs, module, *spec, checked)[1]
             else:
@@ -192,15 +210,40 @@ def main(argv: list[str] | None = None) -> int:
             # here, an expression too deep: say so, where.
             cause = e.__cause__ or e.__context__
             too_big = not e.problems and isinstance(cause, (RecursionError, MemoryError))
-            _report(_too_big(module, fs.node, f"cannot differentiate {name}", cause)
-                    if too_big else e, opts.file)
-            failed = True
-            continue
+            error = _too_big(module, fs.node, f"cannot differentiate {name}", cause) \
+                if too_big else e
         except (RecursionError, MemoryError) as e:
-            _report(_too_big(module, fs.node, f"cannot differentiate {name}", e), opts.file)
-            failed = True
+            error = _too_big(module, fs.node, f"cannot differentiate {name}", e)
+        else:
+            built.append(_Built(name, fs, ir, source, spec[1], checked))
             continue
-        built.append(_Built(name, fs, ir, source, spec[1], checked))
+        if opts.check and not opts.output and unresolved_problems(fs, module):
+            # --check runs FILE anyway: a name the reading could not know (DATA computed
+            # when the file runs) is then known, and the function is built as grad() would.
+            # (Not to --output: its module would hold that run's data as a constant.)
+            try:
+                from_run = _built_from_run(module, fs, spec, shapes, opts.order, ran)
+            except SymdiffError as e:
+                error = e
+            except (RecursionError, MemoryError) as e:
+                error = _too_big(module, fs.node, f"cannot differentiate {name}", e)
+            else:
+                if from_run is not None:
+                    built.append(from_run)
+                    continue
+        if name in opts.function:
+            _report(error, opts.file)
+            failed = True
+        else:
+            unnamed.append((error, name, fs.node, True))
+    # A file's demo code and helpers need not be differentiable: only a function named
+    # with -f must be; when nothing at all could be, each reason is given in full.
+    for error, name, node, failure in unnamed:
+        if built or not failure:  # (no parameter to differentiate is not a failure)
+            _skip_note(error, name, node, module, opts.file)
+        else:
+            _report(error, opts.file)
+            failed = True
 
     if opts.format is not None or not (opts.check or opts.output):
         unicode = not opts.ascii and sys.stdout.isatty() and "utf" in (
@@ -216,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.output:
         failed |= not _write(module, built, opts.output, argv)
     if opts.check:
-        failed |= not _check(module, built, shapes, opts.order)
+        failed |= not _check(module, built, shapes, opts.order, ran)
     return 1 if failed else 0
 
 
@@ -277,6 +320,19 @@ def _cache_command(argv) -> int:
     return 0
 
 
+def _coverage_command(argv) -> int:
+    """``symdiff coverage``: the functions and methods symdiff differentiates (the table the
+    README has), which error hints send the user to."""
+    from .coverage import table
+
+    argparse.ArgumentParser(
+        prog="symdiff coverage", description="Print the table of the NumPy and math "
+        "functions and array methods symdiff differentiates (Markdown), as the README has "
+        "it.").parse_args(argv)
+    print(table())
+    return 0
+
+
 def _audit_command(argv) -> int:
     """``symdiff audit FILE``: each function's stop_gradient calls audited (``audit``) at a
     point drawn as --check draws them; exit 1 where one looks like a bug."""
@@ -299,9 +355,13 @@ def _audit_command(argv) -> int:
     parser.add_argument("--shape", metavar="x=3,4", action="append", default=[],
                         help="the shape of parameter x at the point (repeatable)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--version", action="version", version=_version())
     opts = parser.parse_args(argv)
     wrt = _parse_wrt(opts.wrt, parser)
     shapes = _parse_shapes(opts.shape, parser)
+    if opts.file == "-":
+        parser.error("audit runs FILE, as --check does: standard input (-) cannot be run; "
+                     "save it to a file first")
     try:
         module = read_module(opts.file)
     except OSError as e:
@@ -314,10 +374,11 @@ def _audit_command(argv) -> int:
     if unknown:
         parser.error(f"{opts.file} has no top-level function {unknown[0]!r} (it defines: "
                      f"{', '.join(module.functions) or 'none'})")
+    _known_shapes(shapes, [module.functions[n] for n in names or module.functions], parser)
     live = _run(module, "audit")
     if live is None:
         return 1
-    reports, failed = [], False
+    reports, failed, unnamed = [], False, []
     for name in names or module.functions:
         fs = module.functions[name]
         fn = _live_function(module, live, fs, "audit")
@@ -326,9 +387,10 @@ def _audit_command(argv) -> int:
             continue
         params = inspect.signature(fn).parameters
         given = tuple(p for p in wrt[0] if p in params) if wrt is not None else tuple(
-            p for p in _parameters(fs.node) if not _integer(params[p]))
+            p for p in _default_wrt(fs, module, opts.file) if not _integer(params[p]))
         with np.errstate(all="ignore"):  # (points where fn is not finite are drawn again)
-            point = draw_point(fn, given, shapes, namespaces=_local_namespaces(module)) \
+            point = draw_point(fn, given, shapes, namespaces=_local_namespaces(module),
+                               integers=_counts(fs.node, given)) \
                 if given else "it has no parameter to differentiate"
         try:
             if isinstance(point, str):
@@ -339,7 +401,13 @@ def _audit_command(argv) -> int:
                 _report(e, opts.file)
                 failed = True
             else:
-                print(f"{opts.file}: note: skipped {name}: {_first_line(e)}", file=sys.stderr)
+                unnamed.append((e, name, fs.node))
+    for error, name, node in unnamed:  # as main: in full when nothing could be audited
+        if reports:
+            _skip_note(error, name, node, module, opts.file)
+        else:
+            _report(error, opts.file)
+            failed = True
     if opts.format == "json":
         print(json.dumps([r.as_dict() for r in reports], indent=2))
     else:
@@ -347,9 +415,50 @@ def _audit_command(argv) -> int:
     return 1 if failed or any(r.likely_bugs for r in reports) else 0
 
 
-def _first_line(error) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+def _default_wrt(fs, module, path) -> tuple[str, ...]:
+    """Every parameter of ``fs`` but those it uses only as integers (indices, counts), each
+    said in a note: differentiating in one fails (x[i]) or gives a meaningless zero."""
+    from .integer_uses import integer_only
+
+    counts = integer_only(fs.node)
+    for p in counts:
+        print(f"{path}:{fs.node.lineno}: note: {fs.name}: {p} is used only as an integer (an "
+              "index, a count): not differentiated; --wrt names it to differentiate it "
+              "anyway", file=sys.stderr)
+    return tuple(p for p in _parameters(fs.node) if p not in counts)
+
+
+def _known_shapes(shapes, functions, parser):
+    """A usage error where --shape names no parameter of the functions: a typo would check
+    a scalar and say ok."""
+    params = {p for fs in functions for p in _parameters(fs.node)}
+    for shape_of in shapes:
+        if shape_of not in params:
+            parser.error(f"--shape {shape_of}=...: no function differentiated has a parameter "
+                         f"{shape_of!r} (they have: {', '.join(sorted(params)) or 'none'})")
+
+
+def _version() -> str:
+    from . import __version__
+
+    return f"symdiff {__version__}"
+
+
+def _skip_note(error, name, node, module, path):
+    """One line on stderr for a function not differentiated (not named with -f): where
+    and the first line of why, ``FILE:line: note: skipped NAME: why``."""
+    if isinstance(error, SymdiffError) and error.problems:
+        first = error.problems[0]
+        where = path if first.filename == os.path.abspath(path) else first.filename
+        line, why = first.line, first.message
+    elif isinstance(error, Problem):
+        where, line, why = path, error.line, error.message
+    else:
+        where, line, why = path, node.lineno, str(error)
+    why = why.strip().splitlines()[0] if why.strip() else type(error).__name__
+    for verb in ("audit", "differentiate"):  # (said by "skipped NAME")
+        why = why.removeprefix(f"cannot {verb} {name}: ")
+    print(f"{where}:{line}: note: skipped {name}: {why}", file=sys.stderr)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -359,11 +468,14 @@ def _parser() -> argparse.ArgumentParser:
                     "NumPy source or as formulas, check them, or export them to a module.\n"
                     "FILE is read, not run (except by --check).",
         epilog=_EPILOG)
-    parser.add_argument("file", metavar="FILE", help="a Python file")
+    parser.add_argument("file", metavar="FILE", help="a Python file (-: read the source "
+                        "from standard input)")
     parser.add_argument("--function", "-f", metavar="NAME", action="append", default=[],
                         help="differentiate this function (repeatable; default: all)")
+    parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("--wrt", metavar="x,y",
-                        help="the parameters to differentiate with respect to (default: all)")
+                        help="the parameters to differentiate with respect to (default: "
+                             "all but those used only as integers)")
     parser.add_argument("--format", choices=("source", "math", "latex"),
                         help="print the gradient source (default), closed formulas of the "
                              "partial derivatives where there are small ones, or LaTeX")
@@ -372,7 +484,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--check", action="store_true",
                         help="run FILE and compare each gradient with central differences")
     parser.add_argument("--shape", metavar="x=3,4", action="append", default=[],
-                        help="the shape of parameter x in --check (repeatable)")
+                        help="the shape of parameter x in --check and --order 2 "
+                             "(repeatable)")
     parser.add_argument("--output", "-o", metavar="OUT.py",
                         help="write the gradients to a module that needs only NumPy")
     parser.add_argument("--order", type=int, choices=(1, 2), default=1,
@@ -414,12 +527,16 @@ def _parameters(node) -> tuple[str, ...]:
     return tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))
 
 
-def _kinds(node, shapes, unknown) -> dict:
+def _kinds(node, shapes, unknown, wrt=None) -> dict:
     """The kinds a function read from a file is built for: a parameter's --shape, else its
     annotation (a shape, float, int, bool), else its default's (a number, or an array
-    made by a call), else ``unknown`` (a float64 array to print; a float to --check, which
-    draws floats where nothing says more)."""
+    made by a call), else an int where it is used only as one and not in ``wrt`` (as
+    --check draws it), else ``unknown`` (a float64 array to print; a float to --check,
+    which draws floats where nothing says more)."""
+    from .check import INTEGER
     from .parse import NOT_LITERAL, literal
+
+    counts = _counts(node, wrt)
 
     a = node.args
     positional = [*a.posonlyargs, *a.args]
@@ -441,9 +558,18 @@ def _kinds(node, shapes, unknown) -> dict:
             out[p.arg] = kinds.kind(value)
         elif isinstance(defaults.get(p.arg), ast.Call):  # np.ones((3, 4)), say
             out[p.arg] = kinds.FLOAT64
+        elif p.arg in counts:
+            out[p.arg] = kinds.kind(INTEGER)
         else:
             out[p.arg] = unknown
     return out
+
+
+def _counts(node, wrt) -> tuple[str, ...]:
+    """The parameters used only as integers that are not differentiated (in ``wrt``)."""
+    from .integer_uses import integer_only
+
+    return () if wrt is None else tuple(p for p in integer_only(node) if p not in wrt)
 
 
 def _annotated_shape(note) -> tuple[int, ...] | None:
@@ -577,7 +703,7 @@ def _second_programs(b, module, shapes) -> str:
 
     fs = b.function
     wrt = tuple(b.ir.wrt)
-    shown = _kinds(fs.node, shapes, kinds.FLOAT)
+    shown = _kinds(fs.node, shapes, kinds.FLOAT, wrt)
     # Without its defaults (the kinds above read them): tangents, which have none, follow
     # the parameters in the tangent program's def.
     node = copy.copy(fs.node)
@@ -664,7 +790,37 @@ def _write(module, built, out, argv) -> bool:
     return True
 
 
-def _check(module, built, shapes, order=1) -> bool:
+def _built_from_run(module, fs, spec, shapes, order, ran):
+    """``fs`` built from the function FILE defines once run (``_run_once``), as ``grad``
+    builds it: where the static reading refused a name the running file sets. None when
+    the file raised or does not define it as a function (said)."""
+    from .api import build_source
+    from .parse import FunctionSource, parse
+
+    live = _run_once(module, ran)
+    fn = None if live is None else _live_function(module, live, fs, "check")
+    if fn is None:
+        return None
+    parsed = parse(fn)
+    fs = FunctionSource(parsed.name, parsed.node, parsed.source, parsed.namespace)
+    shown = _kinds(fs.node, shapes, kinds.FLOAT64, spec[0])
+    ir, source = build_source(parsed, spec[0], False, spec[1], shown)
+    checked = _kinds(fs.node, shapes, kinds.FLOAT, spec[0])
+    if checked != shown and order == 1:
+        checked = build_source(parsed, spec[0], False, spec[1], checked)[1]
+    else:
+        checked = source
+    return _Built(fs.name, fs, ir, source, spec[1], checked)
+
+
+def _run_once(module, ran):
+    """FILE run for --check (``_run``), the first time only: ``ran`` keeps what it gave."""
+    if not ran:
+        ran.append(_run(module, "--check"))
+    return ran[0]
+
+
+def _check(module, built, shapes, order=1, ran=None) -> bool:
     """Run FILE, then check each gradient (the text printed, compiled in FILE's namespace),
     or with ``order`` 2 each Hessian (``symdiff.hessian`` of the function FILE defines)."""
     from .check import check_gradient
@@ -673,7 +829,7 @@ def _check(module, built, shapes, order=1) -> bool:
 
     if not built:
         return True
-    live = _run(module, "--check")
+    live = _run_once(module, [] if ran is None else ran)
     if live is None:
         return False
     ok = True
@@ -691,20 +847,24 @@ def _check(module, built, shapes, order=1) -> bool:
             # The defaults Python gave fn at its def, not their expressions' values now.
             compiled.__defaults__, compiled.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
             gradient = compiled if b.as_tuple else _one_to_tuple(compiled)
-            result = check_gradient(fn, gradient, b.ir.given_wrt or b.ir.wrt, shapes,
-                                    namespaces=_local_namespaces(module))
+            wrt = b.ir.given_wrt or b.ir.wrt
+            result = check_gradient(fn, gradient, wrt, shapes,
+                                    namespaces=_local_namespaces(module),
+                                    integers=_counts(b.function.node, wrt))
         except (RecursionError, MemoryError) as e:
             _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)
             ok = False
             continue
-        print(result.summary())
-        if not result.ok:
-            ok = False
-            what = (f"cannot check the gradient of {b.name}: {result.problem}"
-                    if result.problem else
-                    f"the gradient of {b.name} disagrees with central differences: "
-                    f"relative error {result.error:.1e} in {result.where}")
-            _report(module.source.problem(b.function.node, what), module.path)
+        if result.ok:
+            print(result.summary())
+            continue
+        ok = False  # said once, as a located error (not also as a line of the summary)
+        what = (f"cannot check the gradient of {b.name}: {result.problem}"
+                if result.problem else
+                f"the gradient of {b.name} disagrees with central differences: "
+                f"relative error {result.error:.1e} in {result.where} (over "
+                f"{result.points} random points)")
+        _report(module.source.problem(b.function.node, what), module.path)
     return ok
 
 
@@ -749,17 +909,19 @@ def _check_second(module, b, fn, shapes) -> bool:
     from .check import check_hessian
 
     try:
-        result = check_hessian(fn, b.ir.given_wrt or b.ir.wrt, shapes,
-                               namespaces=_local_namespaces(module))
+        wrt = b.ir.given_wrt or b.ir.wrt
+        result = check_hessian(fn, wrt, shapes, namespaces=_local_namespaces(module),
+                               integers=_counts(b.function.node, wrt))
     except (RecursionError, MemoryError) as e:
         _report(_too_big(module, b.function.node, f"cannot check {b.name}", e), module.path)
         return False
-    print(result.summary())
     if result.ok:
+        print(result.summary())
         return True
     what = (f"cannot check the Hessian of {b.name}: {result.problem}" if result.problem else
             f"the Hessian of {b.name} disagrees with central differences of its gradient: "
-            f"relative error {result.error:.1e} in {result.where}")
+            f"relative error {result.error:.1e} in {result.where} (over {result.points} "
+            "random points)")
     _report(module.source.problem(b.function.node, what), module.path)
     return False
 

@@ -22,7 +22,9 @@ from .errors import SymdiffError
 from .ir import Eqn, Site, symbol
 from .parse import MISSING
 
-COVERAGE = "the coverage table in README.md"
+# Where an error sends the user for what is supported: the command prints the table the
+# README has, so a pip-installed user, who has no README, can read it too.
+COVERAGE = "`symdiff coverage` lists them"
 
 
 @dataclass
@@ -86,7 +88,7 @@ class Expressions:
         if val.expr is None:
             what = type(val.value).__name__ if val.value is not MISSING else "this value"
             self.fail(node, f"{describe(node)} ({what}) is not a number or an array",
-                      "arithmetic on numbers and arrays, and the functions in " + COVERAGE)
+                      "arithmetic on numbers and arrays, and the functions: " + COVERAGE)
 
     def _expr(self, node) -> Val:
         match node:
@@ -136,7 +138,8 @@ class Expressions:
             case ast.NamedExpr():
                 self.fail(node, "assignment expressions (:=) are not supported",
                           "a separate assignment statement")
-        self.fail(node, f"{describe(node)} is not supported", COVERAGE)
+        self.fail(node, f"{describe(node)} is not supported",
+                  "the operators and functions: " + COVERAGE)
 
     def _shallow(self, val: Val, node) -> Val:
         """``val``, or a temporary holding it where it nests DEPTH levels or more."""

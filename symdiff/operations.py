@@ -81,7 +81,7 @@ class Operations:
                           "supported", "grad(f)(x) (a gradient called there is "
                           "differentiated again), or wrap the call in stop_gradient")
             self.fail(node, f"{name} is not supported",
-                      "the NumPy and math functions in " + COVERAGE)
+                      "the NumPy and math functions: " + COVERAGE)
         positional = list(node.args)
         if row.names[0] == "scipy.linalg.cho_solve" and positional:
             positional = [*self._pair(positional[0]), *positional[1:]]
@@ -445,7 +445,8 @@ class Operations:
                 codes[p] = ast.Name(n, ast.Load())
                 return
             if not isinstance(a, (ast.List, ast.Tuple)):
-                self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]", COVERAGE)
+                self.fail(a, f"pass {p} as a list of arrays, [a, b, ...]",
+                          "the functions that join arrays: " + COVERAGE)
             problems: list = []
             # (np.einsum's sublists, [0, 1], are indices: run as written)
             vals = [self._constant(e) if p == "operands" and isinstance(e, (ast.List, ast.Tuple))

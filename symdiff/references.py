@@ -129,7 +129,7 @@ class References:
             return self._array_op(node, rules.METHODS["transpose"], {"a": node.value},
                                   receiver=node.value)
         self.fail(node, f"attribute .{node.attr} is not supported",
-                  ".T .shape .ndim .size, and the methods in " + COVERAGE)
+                  ".T .shape .ndim .size, and the methods: " + COVERAGE)
 
     def _module_attribute(self, obj, node, module) -> Val:
         """cfg.SCALE, cfg.act of the user's own module: read when the gradient runs."""

@@ -331,7 +331,7 @@ class Statements:
                       "support yet", "a helper for each value, each returning one")
         if rules.lookup(fn) is None and not rules.no_gradient(fn) and \
                 fn is not runtime.stop_gradient:
-            self.fail(call, f"{name} is not supported", "the NumPy and math functions in "
+            self.fail(call, f"{name} is not supported", "the NumPy and math functions: "
                       + COVERAGE)
 
     def _refuse_shared(self, stmt, name):

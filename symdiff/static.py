@@ -30,20 +30,24 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 
 from .static_loader import Loader, script_path
 from .static_records import DefTime, Module, Skipped, StaticModule, Unresolved
 from .static_source import source_tree
 from .static_unresolved import unresolved_message, unresolved_problems
 
+STDIN = "<stdin>"  # the name of source read from standard input (`symdiff -`), as Python's
+
 # What the command line uses of a static reading; the stages' modules hold the rest.
-__all__ = ["DefTime", "Module", "Skipped", "StaticModule", "Unresolved", "read_module",
+__all__ = ["STDIN", "DefTime", "Module", "Skipped", "StaticModule", "Unresolved", "read_module",
            "script_path", "unresolved_message", "unresolved_problems"]
 
 
 def read_module(path: str) -> Module:
-    """Read the file at ``path`` without running it; raise SymdiffError if it does not parse
-    (or is not text in its encoding).
+    """Read the file at ``path`` (``-``: the source on standard input, named ``STDIN``)
+    without running it; raise SymdiffError if it does not parse (or is not text in its
+    encoding).
 
     The modules it imports that are found in its directory (where ``python FILE`` looks
     first) are read the same way, recursively, never imported: see ``static_loader.Loader``.
@@ -57,9 +61,14 @@ def read_module(path: str) -> Module:
     (['f'], 2.0, True)
     >>> os.remove(f.name)
     """
-    with open(path, "rb") as fp:
-        data = fp.read()
-    source, tree = source_tree(os.path.abspath(path), data)
+    if path == "-":  # (local modules are then looked for in the current directory)
+        data = sys.stdin.buffer.read()
+        filename = path = STDIN
+    else:
+        with open(path, "rb") as fp:
+            data = fp.read()
+        filename = os.path.abspath(path)
+    source, tree = source_tree(filename, data)
     loader = Loader(path)
     stem = os.path.splitext(os.path.basename(path))[0]
     module = loader.read(path, source, tree, stem if stem.isidentifier() else None, top=True)

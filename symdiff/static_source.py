@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 
 from .errors import Problem, SymdiffError
 from .parse import Source
+
+# Characters no text file holds (tab, newlines and form feed aside): a file with them that
+# does not decode is binary, and its lines are not echoed.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f]")
 
 
 def source_tree(filename: str, data: bytes) -> tuple[Source, ast.Module]:
@@ -56,16 +61,28 @@ def _decode(filename: str, data: bytes) -> list[str]:
             raise SymdiffError(problems=(Problem(filename, line, 1, str(e.msg), text),)) \
                 from None
         encoding = "utf-8"
+    if b"\x00" in data:  # (Python refuses it too): binary data, whose bytes are not shown
+        at = data.index(b"\x00")
+        start = data.rfind(b"\n", 0, at) + 1
+        col = len(data[start:at].decode(encoding, errors="replace")) + 1
+        raise SymdiffError(problems=(Problem(
+            filename, data.count(b"\n", 0, at) + 1, col, "the file is binary, not Python "
+            "source: it holds a NUL byte", "", "give symdiff a Python source file"),)) from None
     try:
         data.decode(encoding)
     except UnicodeDecodeError as e:
         start = data.rfind(b"\n", 0, e.start) + 1
         end = data.find(b"\n", e.start)
         text = data[start:len(data) if end < 0 else end].decode(encoding, errors="replace")
+        text = text.rstrip("\r")
         col = len(data[start:e.start].decode(encoding, errors="replace")) + 1
+        binary = bool(_CONTROL.search(data.decode(encoding, errors="replace")))
         problem = Problem(filename, data.count(b"\n", 0, e.start) + 1, col,
                           f"the file is not valid {encoding}: byte 0x{data[e.start]:02x} "
-                          "cannot be decoded", text.rstrip("\r"),
+                          "cannot be decoded" + (" (it looks binary: it holds control "
+                                                 "characters)" if binary else ""),
+                          "" if binary else text,
+                          "give symdiff a Python source file" if binary else
                           "save it as UTF-8, or declare its encoding on its first line "
                           "(# -*- coding: latin-1 -*-)")
         raise SymdiffError(problems=(problem,)) from None

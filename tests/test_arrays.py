@@ -430,7 +430,8 @@ def test_unsupported_numpy_function_names_it_and_the_table():
     with pytest.raises(SymdiffError) as e:
         grad(f).source  # noqa: B018
     assert "np.unwrap is not supported" in str(e.value)
-    assert "coverage table in README.md" in str(e.value)
+    assert "supported instead: the NumPy and math functions: `symdiff coverage` lists them" \
+        in str(e.value)
 
 
 def test_out_and_dtype_arguments_are_refused():

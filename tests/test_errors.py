@@ -75,7 +75,7 @@ CASES = {
         F:4:19: np.fft.fft is not supported
                 return np.sum(np.fft.fft(x))
                               ^
-          supported instead: the NumPy and math functions in the coverage table in README.md
+          supported instead: the NumPy and math functions: `symdiff coverage` lists them
         """),
     "undefined": ("""
         def f(x):
@@ -124,7 +124,7 @@ CASES = {
         F:4:33: np.exp(..., out=...) is not supported
                 return np.sum(np.exp(x, out=None))
                                             ^
-          supported instead: np.exp(x); the coverage table in README.md
+          supported instead: np.exp(x); `symdiff coverage` lists them
         """),
     "tuple_return": ("""
         def f(x):
@@ -181,7 +181,7 @@ CASES = {
         'F:4:23: np.linalg.eig is not supported',
         '        values, vectors = np.linalg.eig(x)',
         '                          ^',
-        '  supported instead: the NumPy and math functions in the coverage table in README.md',
+        '  supported instead: the NumPy and math functions: `symdiff coverage` lists them',
     ])),
     "unpacking_a_helper": ("""
         def h(x):

@@ -1,4 +1,5 @@
-"""Write the README's NumPy coverage table from the rules table, so the two cannot drift.
+"""Write the README's NumPy coverage table (symdiff.coverage.table, what `symdiff coverage`
+prints) from the rules table, so the two cannot drift.
 
 Run: python tools/coverage.py          (rewrites README.md between the coverage markers)
      python tools/coverage.py --check  (exit 1 if README.md is out of date)
@@ -7,24 +8,10 @@ Run: python tools/coverage.py          (rewrites README.md between the coverage 
 import sys
 from pathlib import Path
 
-from symdiff import rules
+from symdiff.coverage import table
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
-
-
-def table() -> str:
-    rows = ["| function | kind | notes |", "| --- | --- | --- |"]
-    for row in rules.ELEMENTWISE:
-        rows.append(f"| {', '.join(f'`{n}`' for n in row.names)} | elementwise | {row.note} |")
-    for row in (*rules.ARRAY_OPS, rules.INDEX, *rules.CONCATENATORS):
-        names = [f"`{n}`" for n in row.names] + ([f"`.{row.method}()`"] if row.method else [])
-        rows.append(f"| {', '.join(names)} | array | {row.note} |")
-    rows.append("| `.T`, `.flatten()` | array | as np.transpose, np.ravel |")
-    no_grad = ", ".join(f"`{n}`" for n in rules.NO_GRADIENT)
-    attrs = ", ".join(f"`.{a}`" for a in rules.NO_GRADIENT_ATTRIBUTES)
-    rows.append(f"| {no_grad}, {attrs}, comparisons | no gradient | run as written |")
-    return "\n".join(rows)
 
 
 def render(text: str) -> str:
