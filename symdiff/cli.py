@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     0
     >>> os.remove(f.name)
     """
-    from .static import read_module, unresolved_problems
+    from .static import unresolved_problems
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["cache"]:
@@ -151,25 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     if opts.output and os.path.isfile(opts.output) and not _exported(opts.output):
         parser.error(f"--output {opts.output} exists and was not written by symdiff: it would "
                      "be overwritten (remove it first, or write to another file)")
-    try:
-        module = read_module(opts.file)
-    except OSError as e:
-        parser.error(f"cannot read {opts.file}: {e.strerror or e}")
-    except SymdiffError as e:
-        _report(e, opts.file)
+    module, names = _read(opts, parser)
+    if module is None:
         return 1
     opts.file = module.path  # (<stdin> for -)
-    names = list(dict.fromkeys(opts.function))
-    for name in names:
-        if name in module.skipped:  # an async or decorated def
-            skipped = module.skipped[name]
-            where = module.source.problem(skipped.node, "")
-            parser.error(f"{opts.file}:{where.line}:{where.col}: cannot differentiate "
-                         f"{name}: {skipped.reason}")
-    unknown = [n for n in names if n not in module.functions]
-    if unknown:
-        parser.error(f"{opts.file} has no top-level function {unknown[0]!r} (it defines: "
-                     f"{', '.join(module.functions) or 'none'})")
     for note in module.notes:
         _report(note, opts.file, "note: ")
     if not names:
@@ -340,7 +325,6 @@ def _audit_command(argv) -> int:
 
     from .audit import audit
     from .check import _integer, draw_point
-    from .static import read_module
 
     parser = argparse.ArgumentParser(
         prog="symdiff audit", description="Audit the stop_gradient calls of the functions in "
@@ -362,18 +346,9 @@ def _audit_command(argv) -> int:
     if opts.file == "-":
         parser.error("audit runs FILE, as --check does: standard input (-) cannot be run; "
                      "save it to a file first")
-    try:
-        module = read_module(opts.file)
-    except OSError as e:
-        parser.error(f"cannot read {opts.file}: {e.strerror or e}")
-    except SymdiffError as e:
-        _report(e, opts.file)
+    module, names = _read(opts, parser)
+    if module is None:
         return 1
-    names = list(dict.fromkeys(opts.function))
-    unknown = [n for n in names if n not in module.functions]
-    if unknown:
-        parser.error(f"{opts.file} has no top-level function {unknown[0]!r} (it defines: "
-                     f"{', '.join(module.functions) or 'none'})")
     _known_shapes(shapes, [module.functions[n] for n in names or module.functions], parser)
     live = _run(module, "audit")
     if live is None:
@@ -413,6 +388,33 @@ def _audit_command(argv) -> int:
     else:
         print("\n\n".join(map(str, reports)))
     return 1 if failed or any(r.likely_bugs for r in reports) else 0
+
+
+def _read(opts, parser):
+    """``(module, names)``: FILE read without running it, and the functions ``-f`` names,
+    each a top-level function of it that can be read (else a usage error); ``(None, [])``
+    where FILE does not parse (said)."""
+    from .static import read_module
+
+    try:
+        module = read_module(opts.file)
+    except OSError as e:
+        parser.error(f"cannot read {opts.file}: {e.strerror or e}")
+    except SymdiffError as e:
+        _report(e, opts.file)
+        return None, []
+    names = list(dict.fromkeys(opts.function))
+    for name in names:
+        if name in module.skipped:  # an async or decorated def
+            skipped = module.skipped[name]
+            where = module.source.problem(skipped.node, "")
+            parser.error(f"{module.path}:{where.line}:{where.col}: cannot differentiate "
+                         f"{name}: {skipped.reason}")
+    unknown = [n for n in names if n not in module.functions]
+    if unknown:
+        parser.error(f"{module.path} has no top-level function {unknown[0]!r} (it defines: "
+                     f"{', '.join(module.functions) or 'none'})")
+    return module, names
 
 
 def _default_wrt(fs, module, path) -> tuple[str, ...]:

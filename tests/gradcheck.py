@@ -221,6 +221,30 @@ def frozen_reference(source, args, wrt, name="f", h=1e-6):
     return [numeric_grad(replayed, list(args), i, h=h) for i in wrt]
 
 
+def batched_and_looped(monkeypatch, make):
+    """``make()`` (a hessian or jacobian call) with its columns batched (symdiff.batch, a
+    scalar's one column too), then by the column loop, and whether each batched call did
+    batch: ``(batched, looped, seen)``."""
+    from symdiff import batch
+    from symdiff import higher as _higher
+
+    monkeypatch.setattr(batch, "MIN_COLUMNS", 1)
+    seen = []
+    columns = batch.columns
+
+    def recorded(*args, **kwargs):
+        found = columns(*args, **kwargs)
+        seen.append(found is not None)
+        return found
+
+    monkeypatch.setattr(_higher.batch, "columns", recorded)
+    batched = make()
+    monkeypatch.setattr(_higher.batch, "columns", lambda *a, **k: None)
+    looped = make()
+    monkeypatch.setattr(_higher.batch, "columns", columns)
+    return batched, looped, seen
+
+
 # --- the command line: files written, run, imported and exported ---
 
 

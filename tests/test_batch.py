@@ -4,29 +4,9 @@ against the column loop it replaces (the same program called once per basis vect
 
 import numpy as np
 import pytest
-from gradcheck import load
+from gradcheck import batched_and_looped, load
 
 from symdiff import batch, hessian, jacobian
-from symdiff import higher as _higher
-
-
-def _both(monkeypatch, make):
-    """``make()`` batched (and that it batched), then by the column loop."""
-    monkeypatch.setattr(batch, "MIN_COLUMNS", 1)  # (a scalar's one column too)
-    seen = []
-    columns = batch.columns
-
-    def recorded(*args, **kwargs):
-        found = columns(*args, **kwargs)
-        seen.append(found is not None)
-        return found
-
-    monkeypatch.setattr(_higher.batch, "columns", recorded)
-    batched = make()
-    monkeypatch.setattr(_higher.batch, "columns", lambda *a, **k: None)
-    looped = make()
-    monkeypatch.setattr(_higher.batch, "columns", columns)
-    return batched, looped, seen
 
 
 def _same(got, want):
@@ -114,14 +94,14 @@ _R = np.random.default_rng(7)
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_each_rule_against_the_column_loop(monkeypatch, name, args):
     f = getattr(RULES, name)
-    batched, looped, seen = _both(monkeypatch, lambda: hessian(f)(*args))
+    batched, looped, seen = batched_and_looped(monkeypatch, lambda: hessian(f)(*args))
     assert seen and all(seen), name
     _same(batched, looped)
 
 
 def test_blocks_of_several_parameters_and_a_zero_block(monkeypatch):
     args = (_R.standard_normal(6), _R.standard_normal((5, 2)), _R.standard_normal((3, 4)))
-    batched, looped, seen = _both(monkeypatch,
+    batched, looped, seen = batched_and_looped(monkeypatch,
                                   lambda: hessian(RULES.matmuls, wrt=(0, 1, 2))(*args))
     assert seen == [True, True, True]
     _same(batched, looped)
@@ -131,7 +111,7 @@ def test_a_branch_the_probe_did_not_take_is_probed_where_it_is_taken(monkeypatch
     f = RULES.branchy
     x = _R.standard_normal(3)
     for c in (1.0, -1.0, 1.0):
-        batched, looped, seen = _both(monkeypatch, lambda c=c: hessian(f)(x, c))
+        batched, looped, seen = batched_and_looped(monkeypatch, lambda c=c: hessian(f)(x, c))
         assert seen == [True]
         _same(batched, looped)
 
@@ -140,7 +120,7 @@ def test_jacobians_forward_and_reverse(monkeypatch):
     x, y = _R.standard_normal(3), _R.standard_normal(5)
     # forward: 3 + 5 tangents for 3 entries of the value would be more: per wrt
     for wrt in (0, (0, 1)):
-        batched, looped, seen = _both(monkeypatch, lambda wrt=wrt: jacobian(
+        batched, looped, seen = batched_and_looped(monkeypatch, lambda wrt=wrt: jacobian(
             RULES.vector, wrt=wrt)(x, y))
         assert seen and all(seen)
         _same(batched, looped)
@@ -148,7 +128,7 @@ def test_jacobians_forward_and_reverse(monkeypatch):
 
 def test_float32_stays_float32(monkeypatch):
     x = _R.standard_normal(4).astype(np.float32)
-    batched, looped, seen = _both(monkeypatch, lambda: hessian(RULES.selected)(x))
+    batched, looped, seen = batched_and_looped(monkeypatch, lambda: hessian(RULES.selected)(x))
     assert seen == [True] and batched.dtype == np.float32
     _same(batched, looped)
 
@@ -209,7 +189,7 @@ def test_broadcasting_on_random_ranks(monkeypatch, seed):
     rng = np.random.default_rng(seed)
     xs, cs = _shapes(rng)
     x, c = rng.standard_normal(xs), rng.standard_normal(cs)
-    batched, looped, seen = _both(monkeypatch, lambda: hessian(
+    batched, looped, seen = batched_and_looped(monkeypatch, lambda: hessian(
         SHAPED.elementwise, wrt=(0, 1))(x, c))
     assert seen == [True, True]
     _same(batched, looped)
@@ -227,7 +207,8 @@ def test_matmul_ranks(monkeypatch, xs, cs):
             f(x, c)
         except ValueError:
             continue  # (shapes that do not multiply that way round)
-        batched, looped, seen = _both(monkeypatch, lambda f=f: hessian(f, wrt=(0, 1))(x, c))
+        batched, looped, seen = batched_and_looped(
+            monkeypatch, lambda f=f: hessian(f, wrt=(0, 1))(x, c))
         assert seen == [True, True]
         _same(batched, looped)
         ran += 1
@@ -237,7 +218,8 @@ def test_matmul_ranks(monkeypatch, xs, cs):
 def test_columns_in_chunks_where_a_batch_would_be_large(monkeypatch):
     monkeypatch.setattr(batch, "_MEMORY", 24)  # (12 entries of X: 2 columns a batch)
     x, A = _R.standard_normal(3), _R.standard_normal((4, 3))
-    batched, looped, seen = _both(monkeypatch, lambda: hessian(RULES.broadcast_ranks)(x, A, 0.7))
+    batched, looped, seen = batched_and_looped(
+        monkeypatch, lambda: hessian(RULES.broadcast_ranks)(x, A, 0.7))
     assert seen == [True]
     _same(batched, looped)
 
@@ -253,7 +235,7 @@ def f(x):
     return _b0 * x[0]
 """, "f")
     x = _R.standard_normal(3)
-    batched, looped, seen = _both(monkeypatch, lambda: hessian(f)(x))
+    batched, looped, seen = batched_and_looped(monkeypatch, lambda: hessian(f)(x))
     assert seen == [True]
     _same(batched, looped)
 
@@ -269,11 +251,11 @@ def f(x):
     return np.sum(x ** 2 * W) * x[0]
 """)
     x = _R.standard_normal(3)
-    batched, looped, seen = _both(monkeypatch, lambda: hessian(module.f)(x))
+    batched, looped, seen = batched_and_looped(monkeypatch, lambda: hessian(module.f)(x))
     assert seen == [True]
     _same(batched, looped)
     module.W = np.ones((3, 3))  # (3 columns: a batch of 3 would broadcast, wrongly)
-    batched, looped, seen = _both(monkeypatch, lambda: hessian(module.f)(x))
+    batched, looped, seen = batched_and_looped(monkeypatch, lambda: hessian(module.f)(x))
     assert seen == [False]
     _same(batched, looped)
 
@@ -288,7 +270,7 @@ def f(x):
     return np.sum(M[1:] * np.sum(M[0] ** 2)) + np.sum(M[[0, 2]] ** 2 * np.sum(M[1] ** 3))
 """, "f")
     x = _R.standard_normal(6)
-    batched, looped, seen = _both(monkeypatch, lambda: hessian(f)(x))
+    batched, looped, seen = batched_and_looped(monkeypatch, lambda: hessian(f)(x))
     assert seen == [True]
     _same(batched, looped)
 

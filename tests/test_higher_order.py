@@ -11,7 +11,7 @@ from functools import partial
 
 import numpy as np
 import pytest
-from gradcheck import load
+from gradcheck import batched_and_looped, load
 
 from symdiff import SymdiffError, grad, hessian, jacobian, jvp, rules
 from symdiff.higher import tangent_function
@@ -1113,24 +1113,7 @@ FALLS_BACK = {"for_range", "while_break", "several_values", "rows", "carried_arr
 
 
 def _hessians_both_ways(monkeypatch, f, args, wrt):
-    from symdiff import batch
-    from symdiff import higher as _higher
-
-    monkeypatch.setattr(batch, "MIN_COLUMNS", 1)  # (a scalar's one column batched too)
-    seen = []
-    columns = batch.columns
-
-    def recorded(*a, **k):
-        found = columns(*a, **k)
-        seen.append(found is not None)
-        return found
-
-    monkeypatch.setattr(_higher.batch, "columns", recorded)
-    batched = hessian(f, wrt=wrt)(*args)
-    monkeypatch.setattr(_higher.batch, "columns", lambda *a, **k: None)
-    looped = hessian(f, wrt=wrt)(*args)
-    monkeypatch.setattr(_higher.batch, "columns", columns)
-    return batched, looped, seen
+    return batched_and_looped(monkeypatch, lambda: hessian(f, wrt=wrt)(*args))
 
 
 ALL_CASES = [(CORPUS, c) for c in SCALARS] + [(ARRAYS, c) for c in ARRAY_CASES]
