@@ -536,16 +536,13 @@ def _kinds(node, shapes, unknown, wrt=None) -> dict:
     --check draws it), else ``unknown`` (a float64 array to print; a float to --check,
     which draws floats where nothing says more)."""
     from .check import INTEGER
-    from .parse import NOT_LITERAL, literal
+    from .parse import NOT_LITERAL, default_nodes, literal
 
     counts = _counts(node, wrt)
 
     a = node.args
     positional = [*a.posonlyargs, *a.args]
-    defaults = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults):]],
-                        a.defaults, strict=True))
-    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
-                     if d is not None})
+    defaults = default_nodes(a)
     out = {}
     for p in (*positional, *a.kwonlyargs):
         dims = shapes.get(p.arg, _annotated_shape(p.annotation))

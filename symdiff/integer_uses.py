@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 
+from .parse import default_nodes
+
 # The arguments that are counts or shapes, by position, of range(n) and of the
 # constructors np.zeros(n)... as any module alias spells them (np., xp., jnp.); and the
 # keywords that always are (axis=k, of any call).
@@ -38,11 +40,7 @@ def integer_only(node: ast.FunctionDef) -> tuple[str, ...]:
     """
     a = node.args
     params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
-    positional = [*a.posonlyargs, *a.args]
-    defaults = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults):]],
-                        a.defaults, strict=True))
-    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
-                     if d is not None})
+    defaults = default_nodes(a)
     parents = {}
     for parent in ast.walk(node):
         for child in ast.iter_child_nodes(parent):

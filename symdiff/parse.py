@@ -26,6 +26,16 @@ def scoped_walk(nodes):
             todo.extend(ast.iter_child_nodes(node))
 
 
+def default_nodes(args: ast.arguments) -> dict[str, ast.expr]:
+    """The code of each parameter's default in a ``def``'s arguments, by parameter name."""
+    positional = [*args.posonlyargs, *args.args]
+    found = dict(zip([p.arg for p in positional[len(positional) - len(args.defaults):]],
+                     args.defaults, strict=True))
+    found.update({p.arg: d for p, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+                  if d is not None})
+    return found
+
+
 def literal(code):
     """The value of ``code`` (an ast node or source text) if it is a literal (1.0, None,
     'fro', (0, 1)), else NOT_LITERAL; never raises, however deep the code."""
