@@ -26,7 +26,7 @@ import weakref
 
 import numpy as np
 
-from . import runtime
+from . import runtime, sparsity
 from .batch_runtime import HELPERS, Unbatchable, _batch_axis, _batch_lift, _batch_pad, _Unprobed
 from .runtime import _Shape, _Unbound
 
@@ -796,6 +796,7 @@ class Batched:
         self.fn = None
         self.source = None
         self.builds = 0
+        self.compressions = {}  # (shape, expect) -> sparsity.Compression
         try:
             self.program = _Program(built.source, built.globals, tangents)
             self.alias = next((n for n, v in built.globals.items() if v is np), "np")
@@ -871,6 +872,9 @@ _BATCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # single columns too, to check the rules on every case of their corpora.)
 MIN_COLUMNS = 2
 _MEMORY = 2 ** 22  # (floats per column batch, times the largest argument's size)
+# Sparse Jacobians and Hessians from compressed columns, after a first full call
+# (``sparsity``); off, every call runs every column.
+SPARSE = True
 
 
 def batched(built, tangents) -> Batched:
@@ -907,35 +911,67 @@ def columns(built, args, slot, shape, expect):
     first = np.zeros(shape)
     first.flat[:1] = 1.0
     column = (*args[:slot], first, *args[slot + 1:])
-    # (in chunks of columns, so that a batch takes memory of the order of _MEMORY floats
-    # per entry of the largest argument, not a full identity of a large parameter)
-    scale = max([np.size(a) for a in args if isinstance(a, np.ndarray)] + [size, 1])
+    key = (shape, tuple(expect))
+    known = found.compressions.get(key)
+    if known is not None and known.seeds is not None:
+        seeds = known.seeds
+        out = _fitted(_run(found, column, args, slot, shape, len(seeds),
+                           lambda a, b: seeds[a:b].reshape((b - a, *shape))), expect, len(seeds))
+        if out is None:
+            return None
+        full = known.rebuilt([o.reshape((len(seeds), -1)) for o in out])
+        if full is not None:
+            return [f.reshape((size, *s)) for f, (_, s) in zip(full, expect, strict=True)]
+        # (an entry outside the pattern: this call runs every column, and the pattern grows)
+
+    def identity(start, stop):
+        if stop - start == size:
+            return np.eye(size).reshape((size, *shape))
+        basis = np.zeros((stop - start, size))
+        basis[np.arange(stop - start), np.arange(start, stop)] = 1.0
+        return basis.reshape((stop - start, *shape))
+
+    out = _fitted(_run(found, column, args, slot, shape, size, identity), expect, size)
+    if out is not None and SPARSE and size >= 2 * MIN_COLUMNS:
+        if known is None:
+            known = found.compressions[key] = sparsity.Compression(size)
+        known.learn([o.reshape((size, -1)) for o in out])
+    return out
+
+
+def _run(found, column, args, slot, shape, m, rows):
+    """The batched program's outputs along m tangents, ``rows(start, stop)`` giving them
+    (``(stop - start, *shape)``) in chunks, so that a batch takes memory of the order of
+    _MEMORY floats per entry of the largest argument, not a full identity of a large
+    parameter; None where the program does not batch."""
+    scale = max([np.size(a) for a in args if isinstance(a, np.ndarray)] + [math.prod(shape), 1])
     step = max(1, _MEMORY // scale)
     parts = []
-    for start in range(0, size, step):
-        stop = min(size, start + step)
-        if stop - start == size:
-            basis = np.eye(size).reshape((size, *shape))
-        else:
-            basis = np.zeros((stop - start, size))
-            basis[np.arange(stop - start), np.arange(start, stop)] = 1.0
-            basis = basis.reshape((stop - start, *shape))
-        out = found.run(column, (*args[:slot], basis, *args[slot + 1:]))
+    for start in range(0, m, step):
+        stop = min(m, start + step)
+        out = found.run(column, (*args[:slot], rows(start, stop), *args[slot + 1:]))
         if out is None:
             return None
         parts.append(out)
-    out = parts[0] if len(parts) == 1 else tuple(
+    return parts[0] if len(parts) == 1 else tuple(
         np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
+
+
+def _fitted(out, expect, m):
+    """For each ``(i, out_shape)`` of ``expect``, output i of ``out`` (m columns) spread
+    to ``(m, *out_shape)``; None where one does not fit (the caller runs its loop)."""
+    if out is None:
+        return None
     fitted = []
     for i, out_shape in expect:
         o = out[i]
-        if type(o) is not np.ndarray or o.shape[:1] != (size,) or o.ndim - 1 > len(out_shape):
+        if type(o) is not np.ndarray or o.shape[:1] != (m,) or o.ndim - 1 > len(out_shape):
             return None
         if o.shape[1:] == out_shape:
             fitted.append(o)
             continue
         try:
-            fitted.append(np.broadcast_to(_batch_pad(o, len(out_shape)), (size, *out_shape)))
+            fitted.append(np.broadcast_to(_batch_pad(o, len(out_shape)), (m, *out_shape)))
         except ValueError:
             return None
     return fitted
