@@ -53,7 +53,7 @@ import compare  # noqa: E402 - the measuring helpers and the functions themselve
 from compare import logistic_nll, mlp, rosenbrock_chain  # noqa: E402
 
 import symdiff  # noqa: E402
-from symdiff import SymdiffError  # noqa: E402
+from symdiff import SymdiffError, batch  # noqa: E402
 
 # --- the data of the MLP case, read as module data by mlp_weights (set in main) ---
 
@@ -154,15 +154,34 @@ def others_hvp(f, wrt, args, tangents, others):
 
 
 def hessian_cases(scale):
+    """``(title, f, args, hand, sparse)``: sparse False times symdiff with every column run
+    (batch.SPARSE off: no compressed columns), as for a dense Hessian."""
     rng = np.random.default_rng(0)
     m = 500 // scale
     X = rng.standard_normal((m, 50))
+    x100 = rng.uniform(-1.0, 1.0, 100)
     return [
-        ("Hessian, chained Rosenbrock n=100", rosenbrock_chain,
-         (rng.uniform(-1.0, 1.0, 100),), rosenbrock_chain_hessian),
+        ("Hessian, chained Rosenbrock n=100", rosenbrock_chain, (x100,),
+         rosenbrock_chain_hessian, True),
+        ("  the same, every column (SPARSE off)", rosenbrock_chain, (x100,),
+         rosenbrock_chain_hessian, False),
+        (f"Hessian, chained Rosenbrock n={1000 // scale}", rosenbrock_chain,
+         (rng.uniform(-1.0, 1.0, 1000 // scale),), rosenbrock_chain_hessian, True),
         (f"Hessian, logistic NLL, X {m}x50", logistic_nll,
-         (0.1 * rng.standard_normal(50), X, (rng.random(m) < 0.5) * 1.0), logistic_nll_hessian),
+         (0.1 * rng.standard_normal(50), X, (rng.random(m) < 0.5) * 1.0), logistic_nll_hessian,
+         True),
     ]
+
+
+def every_column(h):
+    """``h`` with every column run: batch.SPARSE off for its calls."""
+    def call(*args):
+        batch.SPARSE = False
+        try:
+            return h(*args)
+        finally:
+            batch.SPARSE = True
+    return call
 
 
 def mlp_data(scale):
@@ -213,9 +232,10 @@ def row(title, best, rounds):
 
 
 def run_hessians(scale, others, timing):
-    for title, f, args, hand in hessian_cases(scale):
+    for title, f, args, hand, sparse in hessian_cases(scale):
         contenders = {}
-        fn, sargs, ref = symdiff_call(title, lambda f=f, args=args: (symdiff.hessian(f), args))
+        fn, sargs, ref = symdiff_call(title, lambda f=f, args=args, sparse=sparse: (
+            symdiff.hessian(f) if sparse else every_column(symdiff.hessian(f)), args))
         if fn is not None:
             contenders["symdiff"] = (fn, sargs)
             contenders["sd grad"] = (symdiff.grad(f), args)
@@ -302,8 +322,8 @@ def build_report(builds):
 
 def profile_report(scale):
     """cProfile of symdiff's Hessian calls (built first): calls a column, own time by place."""
-    for title, f, args, _ in hessian_cases(scale):
-        h = symdiff.hessian(f)
+    for title, f, args, _, sparse in hessian_cases(scale):
+        h = symdiff.hessian(f) if sparse else every_column(symdiff.hessian(f))
         try:
             h(*args)
         except SymdiffError as e:

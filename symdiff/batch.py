@@ -913,7 +913,7 @@ def columns(built, args, slot, shape, expect):
     column = (*args[:slot], first, *args[slot + 1:])
     key = (shape, tuple(expect))
     known = found.compressions.get(key)
-    if known is not None and known.seeds is not None:
+    if SPARSE and known is not None and known.seeds is not None:
         seeds = known.seeds
         out = _fitted(_run(found, column, args, slot, shape, len(seeds),
                            lambda a, b: seeds[a:b].reshape((b - a, *shape))), expect, len(seeds))

@@ -46,6 +46,7 @@ class Compression:
         self.colors = None
         self.seeds = None
         self.failures = 0
+        self.dense = False  # (too dense to compress, for good)
         # (fixed, so a call's result does not depend on how many calls came before;
         # entries away from zero and of both signs, distinct with probability one)
         rng = np.random.default_rng(size)
@@ -54,7 +55,7 @@ class Compression:
     def learn(self, columns):
         """Take in the columns of a full call (per output, ``(size, entries)``): widen the
         pattern by their nonzero entries (NaN and infinities count), and colour it again."""
-        if self.failures >= _FAILURES:
+        if self.failures >= _FAILURES or self.dense:
             self.seeds = None
             return
         seen = [np.asarray(c != 0) for c in columns]
@@ -64,7 +65,12 @@ class Compression:
                 return  # (the colouring stands, and so do its seeds, or their absence)
         self.patterns = seen
         self.seeds = None
-        self.colors = _colors(np.concatenate(self.patterns, axis=1), self.size // 2 - 1)
+        pattern = np.concatenate(self.patterns, axis=1)
+        limit = self.size // 2 - 1
+        # (an entry nonzero in more columns than the limit needs more colours than that, in
+        # this pattern and in every wider one it grows into)
+        self.dense = limit < 1 or bool(pattern.shape[1] and pattern.sum(axis=0).max() > limit)
+        self.colors = None if self.dense else _colors(pattern, limit)
         if self.colors is None:
             return
         k = int(self.colors.max()) + 1 if self.size else 0
@@ -73,36 +79,42 @@ class Compression:
         seeds[k] = self.v
         self.seeds = seeds
         # (per output: each entry's column and row, where it is read in the compressed
-        # outputs, and |v| at its column)
+        # outputs, and at each seed's entry, v at the column the pattern has there)
         self._at = []
         for p in self.patterns:
             rows, cols = np.nonzero(p)
-            self._at.append((rows, cols, self.colors[rows] * p.shape[1] + cols,
-                             np.abs(self.v[rows])))
+            weights = np.zeros((k, p.shape[1]))
+            weights[self.colors[rows], cols] = self.v[rows]
+            self._at.append((rows, cols, self.colors[rows] * p.shape[1] + cols, weights))
 
     def rebuilt(self, compressed):
         """The full columns (per output, ``(size, entries)``) from the outputs of a
         compressed call (per output, ``(seeds, entries)``, the last the check's); None
         where the check fails (the caller runs the full columns and calls ``learn``)."""
         out = []
-        for c, (rows, cols, src, weight) in zip(compressed, self._at, strict=True):
-            entries = c.shape[1]
-            values = c.reshape(-1)[src]
-            # (H v and |v| |H| over the pattern's entries alone, not over the full columns;
-            # rounding: the two sides of the check sum the same products in other orders)
-            rebuilt = np.bincount(cols, weights=values * self.v[rows], minlength=entries)
-            scale = np.bincount(cols, weights=np.abs(values) * weight, minlength=entries)
-            checked = c[-1]
-            tol = np.finfo(c.dtype).eps ** 0.75
-            if not np.all(np.abs(checked - rebuilt) <= tol * (scale + np.abs(checked))):
+        for c, (rows, cols, src, weights) in zip(compressed, self._at, strict=True):
+            seeded, checked = c[:-1], c[-1]
+            # v applied to the entries read back, and the sum of its terms' sizes: a seed's
+            # entry at a row is one entry of the pattern, weighted by v at its column
+            # (rounding: the two sides of the check sum the same products in other orders)
+            rebuilt = np.einsum("ij,ij->j", seeded, weights)
+            scale = np.einsum("ij,ij->j", np.abs(seeded), np.abs(weights)) + np.abs(checked)
+            if not (np.abs(checked - rebuilt) <= _tolerance(c.dtype) * scale).all():
                 self.failures += 1
                 return None
             # (written entry by entry along its rows: the caller moves the columns' axis
             # last, which is then a plain copy)
-            full = np.zeros((entries, self.size), dtype=c.dtype)
-            full[cols, rows] = values
+            full = np.zeros((c.shape[1], self.size), dtype=c.dtype)
+            full[cols, rows] = c.reshape(-1)[src]
             out.append(full.T)
         return out
+
+
+def _tolerance(dtype):
+    return _TOLERANCES.get(dtype) or _TOLERANCES.setdefault(dtype, np.finfo(dtype).eps ** 0.75)
+
+
+_TOLERANCES = {}
 
 
 def _colors(pattern, limit):
@@ -111,8 +123,8 @@ def _colors(pattern, limit):
     (which colours a band with its width). None where that takes more than ``limit``
     colours: fewer runs would not be saved."""
     size = pattern.shape[0]
-    if limit < 1 or (pattern.shape[1] and pattern.sum(axis=0).max() > limit):
-        return None  # (an entry nonzero in more columns than that needs more colours)
+    if limit < 1:
+        return None
     taken = np.zeros((pattern.shape[1], limit), dtype=bool)
     colors = np.zeros(size, dtype=np.intp)
     for j in range(size):

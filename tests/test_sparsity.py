@@ -215,7 +215,8 @@ def test_a_dense_hessian_is_not_compressed(monkeypatch):
     for _ in range(3):
         h(_R.standard_normal(12))
     assert checks == []
-    assert _compression().seeds is None
+    known = _compression()
+    assert known.seeds is None and known.dense
 
 
 def test_infinite_entries_run_every_column(monkeypatch):
