@@ -52,6 +52,10 @@ def two(x, y):
     return np.sum(x[1:] * y[:-1] ** 2) + np.sum(x ** 2 * y ** 2) + np.sum(np.exp(x))
 
 
+def graph(x, i, j):
+    return np.sum(np.sin(x[i] * x[j] ** 2)) + np.sum(x ** 3)
+
+
 def linear(x):
     return np.sum(3.0 * x)
 
@@ -158,6 +162,25 @@ def test_banded_hessians_of_any_width_are_the_column_loops(n, w, seed):
         higher.batch.columns = lambda *a, **k: None
         try:
             want = h(x, w)
+        finally:
+            higher.batch.columns = batch_columns
+        _same(got, want)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(4, 40), edges=st.integers(1, 30), seed=st.integers(0, 2 ** 31))
+def test_hessians_of_random_sparsity_graphs_are_the_column_loops(n, edges, seed):
+    # x_i x_j^2 for random pairs: a pattern with no band, colours in any order
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, n, edges), rng.integers(0, n, edges)
+    h = hessian(F.graph)
+    for _ in range(3):
+        x = rng.standard_normal(n)
+        got = h(x, i, j)
+        batch_columns = higher.batch.columns
+        higher.batch.columns = lambda *a, **k: None
+        try:
+            want = h(x, i, j)
         finally:
             higher.batch.columns = batch_columns
         _same(got, want)
