@@ -885,7 +885,7 @@ def _place(block, columns):
     axes, each of the block's leading shape) into ``block``: its ``[..., j]`` is column
     j. (The block is a new contiguous array: its reshape is a view.)"""
     view = block.reshape((*columns.shape[1:], columns.shape[0]))
-    view[...] = np.moveaxis(columns, 0, -1)
+    view[...] = columns.transpose((*range(1, columns.ndim), 0))  # (np.moveaxis: slower)
 
 
 def _precision(args, params, names):
