@@ -322,13 +322,16 @@ class _Program:
 
     def _dead(self) -> set:
         """The batched assignments whose value nothing reads (the column's program
-        computes them, for nothing): k columns of them are not worth computing."""
+        computes them, for nothing): k columns of them are not worth computing; and the
+        operands flattened out of them (temporaries, batched or not), then read by none."""
         dead = set()
         while True:
             read = self._read(dead)
             more = {id(stmt) for stmt in ast.walk(self.fn) if isinstance(stmt, ast.Assign)
                     and id(stmt) not in dead and isinstance(stmt.targets[0], ast.Name)
-                    and stmt.targets[0].id in self.batched and stmt.targets[0].id not in read}
+                    and (stmt.targets[0].id in self.batched or
+                         stmt.targets[0].id.startswith(self.prefix))
+                    and stmt.targets[0].id not in read}
             if not more:
                 self.dead_names = {stmt.targets[0].id for stmt in ast.walk(self.fn)
                                    if id(stmt) in dead}
@@ -862,6 +865,8 @@ class Batched:
             return None
         as_tuple, flags = self.program.returns
         out = out if as_tuple else (out,)
+        if all(flags):  # (the common case: every output computed from the tangents)
+            return out
         k = np.shape(batch[self.program.params.index(self.tangents[0])])[0]
         return tuple(o if f else _batch_lift(o, k) for o, f in zip(out, flags, strict=True))
 

@@ -77,12 +77,18 @@ def _contiguous(index):
 def _batch_unbroadcast(g, x, like=None):
     """``_unbroadcast`` of a batched adjoint ``g`` (x and like: logical shapes)."""
     k = g.shape[0]
-    if like is not None:
-        full = np.broadcast_shapes(*map(np.shape, like))
-        if g.shape[1:] != full:
-            g = np.broadcast_to(_batch_pad(g, len(full)), (k, *full))
-    xs = np.shape(x)
     gs = g.shape[1:]
+    if like is not None:
+        # (operands all of g's shape, the common case, broadcast to it: without NumPy's
+        # shape machinery, as _unbroadcast)
+        for v in like or (None,):
+            if getattr(v, "shape", None) != gs:
+                full = np.broadcast_shapes(*map(np.shape, like))
+                if gs != full:
+                    g = np.broadcast_to(_batch_pad(g, len(full)), (k, *full))
+                    gs = g.shape[1:]
+                break
+    xs = np.shape(x)
     if gs == xs:
         return g
     if len(gs) < len(xs):
@@ -107,15 +113,18 @@ def _batch_unreduce(g, x, axis=None, keepdims=False):
 
 def _batch_scatter(g, x, index):
     """``_scatter`` of a batched ``g``: each column placed at ``index`` in zeros."""
-    dtype = np.result_type(getattr(x, "dtype", np.float64), g, np.float64)
+    dtype = np.float64 if type(x) is np.ndarray and x.dtype == g.dtype == np.float64 else \
+        np.result_type(getattr(x, "dtype", np.float64), g, np.float64)
     shape = (g.shape[0], *np.shape(x))
     if len(index) == 1 and type(index[0]) is slice and len(shape) > 1:
         start, stop, step = index[0].indices(shape[1])
         if step == 1:  # (x[1:], x[:-1]: zeros only beside the run, as _scatter's)
             out = np.empty(shape, dtype=dtype)
-            out[:, :start] = 0.0
+            if start:
+                out[:, :start] = 0.0
             out[:, start:stop] = _batch_pad(g, len(shape) - 1)
-            out[:, max(start, stop):] = 0.0
+            if stop < shape[1]:
+                out[:, max(start, stop):] = 0.0
             return out
     index = _batch_index(index)
     out = np.zeros(shape, dtype=dtype)
@@ -132,8 +141,15 @@ def _batch_scatter_add(acc, g, x, index):
     """``_scatter_add`` of a batched ``g`` (acc batched or not): added into acc itself
     where it is a batched array the gradient made for this adjoint alone (as the
     column's helper does)."""
-    if runtime._own(acc) and acc.shape == (g.shape[0], *np.shape(x)) and \
-            acc.dtype == np.result_type(acc, g, np.float64):
+    if runtime._own(acc) and acc.shape == (g.shape[0], *np.shape(x)) and (
+            acc.dtype == g.dtype == np.float64 or
+            acc.dtype == np.result_type(acc, g, np.float64)):
+        if type(index) is tuple and len(index) < acc.ndim and all(
+                type(i) is slice for i in index):
+            # (slices alone, x[1:]: g's axes are x's, behind the batch axis; no index
+            # array to check or to add at)
+            acc[(slice(None), *index)] += _batch_pad(g, acc.ndim - 1)
+            return acc
         index = _batch_index(index)
         g = _batch_pad(g, np.broadcast_to(np.empty(()), acc.shape[1:])[index[1:]].ndim)
         if runtime._integer_index(index[1:]):

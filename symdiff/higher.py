@@ -40,8 +40,11 @@ class TangentFunction:
     """A generated tangent program: ``fn`` (compiled) and its ``source``; ``params`` are
     the function's own parameters, then the tangents it takes (``tangents``: whose)."""
 
-    def __init__(self, built, params, tangents, unreadable=()):
+    def __init__(self, built, params, tangents, unreadable=(), scalar=False):
         self.unreadable = unreadable  # why it cannot be differentiated again (Problems)
+        # Whether the function's value is a scalar whatever its arguments' values (a full
+        # reduction): a Hessian then need not call the function to check that it is.
+        self.scalar = scalar
         self.built = built
         self.fn = built.fn
         self.source = built.source
@@ -86,14 +89,17 @@ def _tangent_built(fun, wrt, seeds, returns, name, trees=()) -> TangentFunction:
         options += ([(n, str(k)) for n, k in trees],)
     entry = cache.load(fun, options)
     built = _from_entry(fun, entry) if entry is not None else None
-    if built is not None and isinstance(entry.get("params"), list):
+    # (an entry written before "scalar" was kept is written again, with it)
+    if built is not None and isinstance(entry.get("params"), list) and "scalar" in entry:
         built.fn.__defaults__ = None if entry["tangents"] else built.fn.__defaults__
-        return TangentFunction(built, tuple(entry["params"]), tuple(entry["tangents"]))
+        return TangentFunction(built, tuple(entry["params"]), tuple(entry["tangents"]),
+                               scalar=entry.get("scalar") is True)
 
     from .compile import compile_source
     from .forward import tangent_program
     from .lower import lower
     from .parse import parse
+    from .shapes import facts, sources
 
     parsed = _without_default_code(parse(fun))
     try:
@@ -106,6 +112,8 @@ def _tangent_built(fun, wrt, seeds, returns, name, trees=()) -> TangentFunction:
         raise SymdiffError(f"{where}: symdiff failed to write the tangent program of "
                            f"{parsed.name} ({type(e).__name__}: {e}); this is a bug in "
                            "symdiff, please report it with the function's source") from None
+    # (what grad reads to leave out its run-time check of the value: no shape it depends on)
+    scalar = sources(facts(ir).sources, ir.result) == frozenset()
     names = {n: obj for n, obj, _ in ir.globals} | program.globals
     fn, globs = compile_source(program.source, program.name, names, ir.np_alias)
     # (Tangent parameters come after the function's: its defaults are filled by the caller.)
@@ -121,9 +129,9 @@ def _tangent_built(fun, wrt, seeds, returns, name, trees=()) -> TangentFunction:
             "names": [(n, cache.where(c, fun)) for n, _, c in ir.globals],
             "data": [(n, cache.where(c, fun)) for n, c in ir.data_globals],
             "helpers": helpers, "params": list(program.params),
-            "tangents": list(program.tangents)})
+            "tangents": list(program.tangents), "scalar": scalar})
     built = _Built(fn, program.source, globs, _refreshers(ir.data_globals), _guards(ir.guards))
-    return TangentFunction(built, program.params, program.tangents, program.unreadable)
+    return TangentFunction(built, program.params, program.tangents, program.unreadable, scalar)
 
 
 def _positional(fun) -> tuple[str, ...]:
@@ -541,6 +549,9 @@ class Jacobian:
         self.fun = fun
         self.wrt = wrt
         self.as_tuple = as_tuple
+        # A Hessian's: the kinds of a call's arguments -> what calls with them share
+        # (_HessianPlan), made by a call that ran the general path and batched all along.
+        self._plans: dict = {}
 
     def __repr__(self):
         return f"<symdiff jacobian of {getattr(self.fun, '__qualname__', self.fun)} " \
@@ -569,13 +580,24 @@ class Jacobian:
             bound.apply_defaults()
             args = tuple(bound.arguments[p] for p in _positional(inner))
         if isinstance(self.fun, Gradient):
+            key = tuple(map(kinds.key, args))
+            plan = self._plans.get(key)
+            if plan is not None:
+                found = plan.run(inner, args)
+                if found is not None:
+                    return found
+                del self._plans[key]  # (the general path says why, and plans again)
             value = inner(*args)
             if np.ndim(value) != 0:
                 raise SymdiffError(f"hessian of {inner.__qualname__}: it returned an array of "
                                    f"shape {np.shape(value)}; a Hessian needs a scalar output "
                                    "(reduce it first; jacobian(f) gives the first "
                                    "derivatives of every element)")
-            return _hessian_blocks(self.fun, self.wrt, self.as_tuple, args)
+            made = []
+            blocks = _hessian_blocks(self.fun, self.wrt, self.as_tuple, args, made)
+            if made:
+                self._plans[key] = made[0]
+            return blocks
         fun = self.fun
         params = _positional(fun)
         wrt = _names(fun, self.wrt)
@@ -743,10 +765,12 @@ def _contracted(fun, n):
     return fn
 
 
-def _hessian_blocks(gradient, wrt, as_tuple, args):
+def _hessian_blocks(gradient, wrt, as_tuple, args, made=None):
     """The Jacobian of ``grad(f, wrt=W)`` with respect to ``wrt``: block (a, b) holds
     d(df/da)/db, shaped ``a.shape + b.shape``, a column at a time: the gradient in a of
-    the tangent program of f along b, at each basis vector of b."""
+    the tangent program of f along b, at each basis vector of b. ``made`` (a list): where
+    every block came from batched columns, the ``_HessianPlan`` of calls of these kinds
+    is appended to it."""
     _plain(gradient, "jacobian")
     fun = gradient.fun
     args, _ = _defaulted(fun, tuple(args), tuple(args))
@@ -768,6 +792,7 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
     outer, inner, along = flat.names(outer), flat.names(inner), flat.names(along)
     zeros = [np.zeros(np.shape(args[params.index(b)])) for b in along]
     blocks = {}
+    batched = plain
     for k, b in enumerate(along):
         xb = args[params.index(b)]
         for a in outer:
@@ -781,13 +806,60 @@ def _hessian_blocks(gradient, wrt, as_tuple, args):
             for a, c in zip(outer, found, strict=True):
                 _place(blocks[a, b], c)
             continue
+        batched = False
         for j in np.ndindex(*np.shape(xb)):
             e = np.zeros(np.shape(xb))
             e[j] = 1.0
             column = g(*args[:n], *zeros[:k], e, *zeros[k + 1:])
             for a, c in zip(outer, column, strict=True):
                 blocks[a, b][(...,) + j] = c
+    if batched and made is not None and along:
+        made.append(_HessianPlan(fun, tf, program.gradient._spec(full, {}), [
+            params.index(a) for a in outer], [params.index(b) for b in inner], [
+            params.index(b) for b in along], _precision(args, params, (*outer, *inner)),
+            as_tuple, gradient.as_tuple))
     return _nested(flat, *given, blocks, as_tuple, gradient.as_tuple)
+
+
+class _HessianPlan:
+    """What a Hessian's calls on arguments of one set of kinds share, which the kinds fix:
+    the tangent program, the build of its gradient the columns run, the positions of the
+    parameters (outer: the gradient's, inner: the Hessian's, along: the inner ones once),
+    the blocks' dtype. Made by a call that checked the arguments (floats, no container)
+    and batched every column; ``run`` does only what depends on the values."""
+
+    def __init__(self, fun, tf, spec, outer, inner, along, precision, as_tuple, outer_tuple):
+        self.code = fun.__code__
+        self.tf = tf
+        self.spec = spec
+        self.outer, self.inner, self.along = outer, inner, along
+        self.precision = precision
+        self.as_tuple, self.outer_tuple = as_tuple, outer_tuple
+
+    def run(self, fun, args):
+        """The Hessian's blocks, nested; None where the general path must run: a helper
+        redefined, a value that may not be a scalar, columns that do not batch."""
+        if fun.__code__ is not self.code or not (self.tf.ready() and self.spec.ready()):
+            return None
+        # (The value's shape: a scalar whatever the values where the tangent program's
+        # analysis proved it; else the function runs, as the general path's check does.)
+        if not self.tf.scalar and np.ndim(fun(*args)) != 0:
+            return None
+        n = len(args)
+        full = (*args, *[np.zeros(np.shape(args[b])) for b in self.along])
+        blocks = {}
+        for k, b in enumerate(self.along):
+            shape = np.shape(args[b])
+            found = batch.columns(self.spec.built, full, n + k, shape, [
+                (i, np.shape(args[a])) for i, a in enumerate(self.outer)])
+            if not found:
+                return None
+            for a, c in zip(self.outer, found, strict=True):
+                blocks[a, b] = block = np.empty(np.shape(args[a]) + shape, self.precision)
+                _place(block, c)
+        rows = [tuple(blocks[a, b] for b in self.inner) if self.as_tuple else
+                blocks[a, self.inner[0]] for a in self.outer]
+        return tuple(rows) if self.outer_tuple else rows[0]
 
 
 def _nested(flat, outer, inner, blocks, as_tuple, outer_tuple):
@@ -813,7 +885,7 @@ def _place(block, columns):
     axes, each of the block's leading shape) into ``block``: its ``[..., j]`` is column
     j. (The block is a new contiguous array: its reshape is a view.)"""
     view = block.reshape((*columns.shape[1:], columns.shape[0]))
-    view[...] = np.moveaxis(columns, 0, -1)
+    view[...] = columns.transpose((*range(1, columns.ndim), 0))  # (np.moveaxis: slower)
 
 
 def _precision(args, params, names):

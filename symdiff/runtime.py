@@ -39,11 +39,17 @@ def _unbroadcast(g, x, like=None):
     if type(g) is np.ndarray and type(x) is np.ndarray and like is None and \
             g.shape == x.shape:
         return g  # arrays of one shape (in a loop's every step): without np.shape
+    # (operands all of g's shape, the common case, broadcast to it: without NumPy's
+    # shape machinery, which costs microseconds per call)
     if like is not None:
-        full = np.broadcast_shapes(*map(np.shape, like))
-        if np.shape(g) != full:
-            g = np.broadcast_to(g, full)
-    gs = np.shape(g)
+        gs = g.shape if type(g) is np.ndarray else None
+        for v in like or (None,):  # (no operands: NumPy's answer, as for any others)
+            if gs is None or getattr(v, "shape", None) != gs:
+                full = np.broadcast_shapes(*map(np.shape, like))
+                if np.shape(g) != full:
+                    g = np.broadcast_to(g, full)
+                break
+    gs = g.shape if type(g) is np.ndarray else np.shape(g)
     xs = np.shape(x)
     if gs == xs:
         return g
@@ -323,6 +329,16 @@ def _shape_of(*values):
     """The shape NumPy broadcasting gives an elementwise result of ``values``: stands in
     for a statement the gradient skips (see ``_skipping``)."""
     _skipping()
+    # (values of one array's shape, the common case: without np.broadcast_shapes)
+    for v in values:
+        if type(v) is np.ndarray:
+            shape = v.shape
+            for w in values:
+                if getattr(w, "shape", None) != shape:
+                    break
+            else:
+                return _Shape(shape)
+            break
     return _Shape(np.broadcast_shapes(*map(np.shape, values)))
 
 
@@ -688,7 +704,9 @@ def _scatter(g, x, index):
     """The adjoint of ``x[index]``: ``g`` placed at ``index`` in zeros; repeats accumulate."""
     if type(x) in (list, tuple):  # l[0] of a list of values, np.gradient's arrays: stacked
         x = np.asarray(x)
-    dtype = np.result_type(x, g, np.float64)
+    # (float64 arrays, the common case, without np.result_type's microsecond)
+    dtype = np.float64 if type(x) is np.ndarray and type(g) is np.ndarray and \
+        x.dtype == g.dtype == np.float64 else np.result_type(x, g, np.float64)
     if not isinstance(g, _NUMERIC) and hasattr(g, "__array_function__"):
         return _scatter_into(g, x, index, dtype)
     if type(g) is np.ndarray and g.dtype == dtype and _whole(index) and \
@@ -697,14 +715,17 @@ def _scatter(g, x, index):
         # with those axes taken out (a view; _fit and the in-place helpers copy it as needed)
         return g.reshape(np.shape(x))
     if len(index) == 1 and type(index[0]) is slice and np.ndim(x):
-        start, stop, step = index[0].indices(np.shape(x)[0])
+        shape = np.shape(x)
+        start, stop, step = index[0].indices(shape[0])
         if step == 1:
             # x[1:], x[:-1]: a run of rows; only the others need zeros (np.zeros would
             # write every entry, and then the run again)
-            out = np.empty(np.shape(x), dtype=dtype)
-            out[:start] = 0.0
+            out = np.empty(shape, dtype=dtype)
+            if start:
+                out[:start] = 0.0
             out[start:stop] = g
-            out[max(start, stop):] = 0.0
+            if stop < shape[0]:
+                out[max(start, stop):] = 0.0
             return out
     out = np.zeros_like(x, dtype=dtype)
     if _integer_index(index):
@@ -782,8 +803,10 @@ def _times(g, f):
 def _scatter_add(acc, g, x, index):
     """``acc + _scatter(g, x, index)``, added in place where ``acc`` is an array that the
     gradient made for this adjoint alone (the caller knows) and that can hold the sum."""
-    if _own(acc) and acc.shape == np.shape(x) and \
-            acc.dtype == np.result_type(acc, g, np.float64):
+    if _own(acc) and acc.shape == np.shape(x) and (
+            acc.dtype == np.float64 and (type(g) is float or type(g) is np.ndarray and
+                                         g.dtype == np.float64)
+            or acc.dtype == np.result_type(acc, g, np.float64)):
         if _integer_index(index):
             np.add.at(acc, index, g)  # repeated indices add up
         else:
@@ -795,13 +818,17 @@ def _scatter_add(acc, g, x, index):
 def _whole(index):
     """Whether the basic index ``index`` takes every entry, in order: only full slices,
     ``None`` (a new axis of 1) and ``...``."""
-    return all(i is None or i is Ellipsis or type(i) is slice and i == slice(None)
-               for i in index)
+    for i in index:  # (a loop: all() of a generator costs more than the test)
+        if not (i is None or i is Ellipsis or type(i) is slice and i == slice(None)):
+            return False
+    return True
 
 
 def _integer_index(index):
-    return any(isinstance(i, (list, tuple, np.ndarray)) and np.asarray(i).dtype != bool
-               for i in index)
+    for i in index:
+        if isinstance(i, (list, tuple, np.ndarray)) and np.asarray(i).dtype != bool:
+            return True
+    return False
 
 
 def _part(g, arrays, i, axis, how):

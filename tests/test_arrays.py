@@ -1160,3 +1160,85 @@ def test_the_adjoint_of_a_slice_is_zeros_with_the_adjoint_in_its_rows(shape):
             got = _scatter(g, x, index)
             assert got.dtype == np.float64
             np.testing.assert_array_equal(got, want, err_msg=str(index))
+
+
+# --- the run-time helpers' fast paths give what NumPy's general rules give ---
+
+
+def _summed_to(g, shape):
+    """g summed down to ``shape`` by NumPy's broadcasting rules (the reference)."""
+    g = np.asarray(g)
+    g = np.sum(g, axis=tuple(range(g.ndim - len(shape)))) if g.ndim > len(shape) else g
+    ones = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    return np.broadcast_to(np.sum(g, axis=ones, keepdims=True), shape)
+
+
+@pytest.mark.parametrize("g_shape, x_shape, like", [
+    ((3, 4), (3, 4), [(3, 4), (3, 4)]),  # every operand of g's shape: the fast path
+    ((3, 4), (1, 4), [(3, 4), (1, 4)]),
+    ((4,), (3, 1), [(3, 1), (4,)]),  # g missing the axis the operands broadcast to
+    ((), (), [(), ()]),
+    ((1, 4), (4,), [(1, 4), (1, 4), (4,)]),
+    ((2, 1, 3), (2, 5, 3), [(2, 5, 3), (2, 1, 3)]),  # spread out, not summed
+    ((3, 1), (3, 1), [(3, 4), (3, 1)]),  # g of x's shape, left without the factor of ones
+    ((3, 4), (3, 4), [(3, 4), "number"]),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_unbroadcast_with_operands_is_numpy_broadcasting(g_shape, x_shape, like, dtype):
+    from symdiff.runtime import _Shape, _unbroadcast
+
+    g = np.arange(1.0, 1.0 + np.prod(g_shape)).reshape(g_shape).astype(dtype)
+    shapes = [() if s == "number" else s for s in like]
+    operands = [2.0 if s == "number" else np.ones(s) if i % 2 else _Shape(s)
+                for i, s in enumerate(like)]
+    full = np.broadcast_shapes(*shapes)
+    want = _summed_to(np.broadcast_to(g, full), x_shape)
+    for x in (np.ones(x_shape), _Shape(x_shape)):
+        got = _unbroadcast(g, x, tuple(operands))
+        assert np.shape(got) == x_shape and np.asarray(got).dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shapes", [[(3,), (3,)], [(2, 3), (3,)], [(2, 1), (1, 3)], [(), ()],
+                                    [(3,), 2.0], [(1,), (4,)], [(2,), (3,)]])
+def test_shape_of_is_numpy_broadcasting(shapes):
+    from symdiff.runtime import _Shape, _shape_of
+
+    values = [s if type(s) is float else np.ones(s) for s in shapes]
+    values += [_Shape(np.shape(values[0]))]
+    try:
+        want = np.broadcast_shapes(*map(np.shape, values))
+    except ValueError:
+        with pytest.raises(ValueError):
+            _shape_of(*values)
+        return
+    assert _shape_of(*values).shape == want
+    assert _shape_of(*values[::-1]).shape == want
+
+
+@pytest.mark.parametrize("x_shape, index", [
+    ((5,), np.index_exp[1:]), ((5,), np.index_exp[:-1]), ((5,), np.index_exp[:]),
+    ((5,), np.index_exp[3:1]), ((5,), np.index_exp[::2]), ((5, 2), np.index_exp[1:, 0]),
+    ((5, 2), np.index_exp[2:4]), ((5,), np.index_exp[[0, 0, 3]]), ((5,), np.index_exp[2]),
+    ((4, 3), np.index_exp[[1, 1], :]), ((1,), np.index_exp[0:1]), ((), np.index_exp[()]),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_scatter_and_scatter_add_are_numpy_add_at(x_shape, index, dtype):
+    from symdiff.runtime import _scatter, _scatter_add
+
+    x = np.ones(x_shape, dtype)
+    shape = x[index].shape
+    g = np.arange(1.0, 1.0 + np.prod(shape)).reshape(shape).astype(dtype)
+    want = np.zeros(x_shape)
+    np.add.at(want, index, g)
+    got = _scatter(g, x, index)
+    assert got.shape == x_shape and got.dtype == np.float64
+    np.testing.assert_allclose(got, want)
+    acc = np.full(x_shape, 0.5)
+    got = _scatter_add(acc, g, x, index)
+    assert got is acc  # (an array of its own, float64: added into)
+    np.testing.assert_allclose(got, want + 0.5)
+    narrow = np.full(x_shape, 0.5, dtype)  # (float32 acc: the float64 sum is a new array)
+    got = _scatter_add(narrow, g, x, index)
+    assert (got is narrow) == (dtype == np.float64) and got.dtype == np.float64
+    np.testing.assert_allclose(got, want + 0.5, rtol=1e-6)

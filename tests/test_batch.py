@@ -284,3 +284,80 @@ def test_a_single_column_is_not_worth_a_batched_program():
     assert batch.columns(tf.built, (0.5, 0.0), 1, (), [(1, ())]) is None  # the loop runs
     (two,) = batch.columns(tf.built, (np.zeros(2), None), 1, (2,), [(1, (2,))])
     np.testing.assert_allclose(two, 2.0 * np.eye(2))
+
+
+# --- the batched helpers' fast paths: their column helper's result, column by column ---
+
+
+@pytest.mark.parametrize("g_shape, x_shape, like", [
+    ((3, 4), (3, 4), [(3, 4), (3, 4)]), ((3, 4), (1, 4), [(3, 4), (1, 4)]),
+    ((4,), (3, 1), [(3, 1), (4,)]), ((), (), [(), ()]), ((1, 4), (4,), [(1, 4), (4,)]),
+    ((2, 1, 3), (2, 5, 3), [(2, 5, 3), (2, 1, 3)]), ((3, 4), (3, 4), [(3, 4), "number"]),
+    ((3, 1), (3, 1), [(3, 4), (3, 1)]),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_batch_unbroadcast_is_unbroadcast_of_each_column(g_shape, x_shape, like, dtype):
+    from symdiff.batch_runtime import _batch_logical, _batch_unbroadcast
+    from symdiff.runtime import _Shape, _unbroadcast
+
+    k = 3
+    G = _R.standard_normal((k, *g_shape)).astype(dtype)
+    operands = [2.0 if s == "number" else _Shape(s) if i % 2 else np.ones(s)
+                for i, s in enumerate(like)]
+    batched = [_batch_logical(G)] + operands  # (g itself among them, as programs pass it)
+    got = _batch_unbroadcast(G, _Shape(x_shape), tuple(batched))
+    assert got.shape == (k, *x_shape) and got.dtype == dtype
+    for i in range(k):
+        want = _unbroadcast(G[i], _Shape(x_shape), (G[i], *operands))
+        np.testing.assert_allclose(got[i], want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("x_shape, index", [
+    ((5,), np.index_exp[1:]), ((5,), np.index_exp[:-1]), ((5,), np.index_exp[:]),
+    ((5,), np.index_exp[3:1]), ((5,), np.index_exp[::2]), ((5, 2), np.index_exp[1:, 0]),
+    ((5, 2), np.index_exp[2:4]), ((5, 2), np.index_exp[2:4, :1]),
+    ((5,), np.index_exp[[0, 0, 3]]), ((5,), np.index_exp[2]),
+    ((4, 3), np.index_exp[[1, 1], :]), ((1,), np.index_exp[0:1]),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_batch_scatter_and_scatter_add_are_their_column_helpers(x_shape, index, dtype):
+    from symdiff.batch_runtime import _batch_scatter, _batch_scatter_add
+    from symdiff.runtime import _scatter, _scatter_add
+
+    k = 3
+    x = np.ones(x_shape, dtype)
+    G = _R.standard_normal((k, *x[index].shape)).astype(dtype)
+    got = _batch_scatter(G, x, index)
+    for i in range(k):
+        np.testing.assert_array_equal(got[i], _scatter(G[i], x, index))
+    for acc_dtype in (np.float64, dtype):
+        acc = np.full((k, *x_shape), 0.5, acc_dtype)
+        got = _batch_scatter_add(acc, G, x, index)
+        assert (got is acc) == (acc_dtype == np.float64)
+        for i in range(k):
+            want = _scatter_add(np.full(x_shape, 0.5, acc_dtype), G[i], x, index)
+            assert got[i].dtype == want.dtype
+            np.testing.assert_allclose(got[i], want, rtol=1e-6)
+
+
+def test_the_batched_program_computes_no_operand_nothing_reads():
+    # The column program's value of the tangent (what the gradient does not read) is
+    # left out of the batched one, and so are the operands flattened out of it.
+    import ast
+
+    f = load("""
+import numpy as np
+
+
+def chain(x):
+    return np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+""", "chain")
+    hessian(f)(_R.standard_normal(5))
+    (found,) = [b for per in batch._BATCHED.values() for b in per.values()
+                if b.source and "def grad_jvp_chain_batched" in b.source]
+    tree = ast.parse(found.source)
+    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, ast.Store)}
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+    assert {n for n in stored - read if n.startswith("_b")} == set()

@@ -295,6 +295,88 @@ def test_jacobians_and_hessians_of_float32_are_float32():
     assert hessian(M.vec)(x.astype(np.float64)).dtype == np.float64
 
 
+def test_a_hessian_called_again_keeps_only_what_the_kinds_of_its_arguments_fix():
+    # A call that batched keeps its programs, blocks' dtype and scalar check per kinds of
+    # the arguments: a call of other kinds (dtype, a number for an array) makes its own,
+    # and one of the same kinds but another shape or values reads them afresh.
+    m = load("""
+        import numpy as np
+
+        def f(w, v):
+            return np.sum(np.tanh(w * v) ** 2) + np.sum(v ** 3 * w)
+    """)
+    h = hessian(m.f, wrt=(0, 1))
+    a, b = np.array([0.3, -1.2]), np.array([0.7, 0.2])
+    calls = [(a, b), (a, b), (np.array([0.5, 0.1, -0.4]), np.array([2.0, -0.3, 1.0])),
+             (a.astype(np.float32), b.astype(np.float32)), (0.3, b), (a, -b)]
+    for w, v in calls:
+        got, expected = h(w, v), hessian(m.f, wrt=(0, 1))(w, v)  # (a new one: no plan)
+        for row, expected_row in zip(got, expected, strict=True):
+            for block, e in zip(row, expected_row, strict=True):
+                assert np.shape(block) == np.shape(e) and block.dtype == e.dtype
+                np.testing.assert_allclose(block, e, rtol=1e-12)
+    assert h(*calls[3])[0][1].dtype == np.float32
+    assert len(h._plans) == 2  # (float64 arrays and float32 ones; a number's 1 column loops)
+
+
+def test_a_hessian_called_again_with_a_container_where_an_array_was():
+    m = load("""
+        import numpy as np
+
+        def pair(p, x):
+            a, s = p
+            return np.sum(a * x) * s ** 3
+    """)
+    h, x = hessian(m.pair), np.array([0.1, -0.2, 0.3])
+    for _ in range(2):
+        np.testing.assert_allclose(h(np.array([0.5, 2.0]), x), [[0.0, 2.4], [2.4, 1.2]])
+    (aa, a_s), (sa, ss) = h((np.array([0.5, 1.0, 2.0]), 2.0), x)
+    assert aa.shape == (3, 3) and not aa.any() and ss == pytest.approx(5.4)
+    np.testing.assert_allclose(a_s, [1.2, -2.4, 3.6])
+    np.testing.assert_allclose(sa, a_s)
+
+
+def test_a_hessian_called_again_checks_a_value_whose_shape_its_values_fix():
+    # squeeze gives a scalar for one row, not for two: the same kinds, so each call checks
+    m = load("""
+        import numpy as np
+
+        def f(x):
+            return np.squeeze(np.sum(x ** 3, axis=1))
+    """)
+    h = hessian(m.f)
+    for _ in range(2):
+        np.testing.assert_allclose(h(np.ones((1, 3))), 6 * np.eye(3).reshape(1, 3, 1, 3))
+    with pytest.raises(SymdiffError, match="returned an array of shape \\(2,\\); a Hessian"):
+        h(np.ones((2, 3)))
+    np.testing.assert_allclose(h(np.full((1, 2), 2.0)), 12 * np.eye(2).reshape(1, 2, 1, 2))
+
+
+def test_a_hessian_called_again_follows_module_data_and_helpers():
+    m = load("""
+        import numpy as np
+
+        W = np.array([1.0, 2.0, 3.0])
+
+        def cube(z):
+            return z ** 3
+
+        def f(x):
+            return np.sum(W * cube(x))
+    """)
+    h, x = hessian(m.f), np.array([0.5, -1.0, 2.0])
+    for _ in range(2):
+        np.testing.assert_allclose(h(x), np.diag(6 * m.W * x))
+    m.W = np.array([5.0, -1.0, 0.5])
+    np.testing.assert_allclose(h(x), np.diag(6 * m.W * x))
+    m.cube = load("""
+        def cube(z):
+            return z ** 4
+    """).cube
+    np.testing.assert_allclose(h(x), np.diag(12 * m.W * x ** 2))
+    np.testing.assert_allclose(h(x), np.diag(12 * m.W * x ** 2))
+
+
 def test_hessian_matches_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
