@@ -924,9 +924,15 @@ def columns(built, args, slot, shape, expect):
                            lambda a, b: seeds[a:b].reshape((b - a, *shape))), expect, len(seeds))
         if out is None:
             return None
-        full = known.rebuilt([o.reshape((len(seeds), -1)) for o in out])
-        if full is not None:
-            return [f.reshape((size, *s)) for f, (_, s) in zip(full, expect, strict=True)]
+        entries = known.rebuilt([o.reshape((len(seeds), -1)) for o in out])
+        if entries is not None:
+            full = []
+            for i, (o, (_, s)) in enumerate(zip(out, expect, strict=True)):
+                # (the columns' axis last in memory: the caller moves it there, a copy)
+                block = np.zeros((math.prod(s), size), dtype=o.dtype)
+                known.write(i, entries[i], block)
+                full.append(block.T.reshape((size, *s)))
+            return full
         # (an entry outside the pattern: this call runs every column, and the pattern grows)
 
     def identity(start, stop):

@@ -35,9 +35,11 @@ class Compression:
     >>> c.learn([np.diag([1.0, 2.0, 3.0, 4.0])])
     >>> c.seeds.shape  # (one seed for all four columns, and the check's direction)
     (2, 4)
-    >>> [r.tolist() for r in c.rebuilt([np.array([[1.0, 2.0, 3.0, 4.0],
-    ...                                           c.v * [1.0, 2.0, 3.0, 4.0]])])]
-    [[[1.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0], [0.0, 0.0, 3.0, 0.0], [0.0, 0.0, 0.0, 4.0]]]
+    >>> entries = c.rebuilt([np.array([[1.0, 2.0, 3.0, 4.0], c.v * [1.0, 2.0, 3.0, 4.0]])])
+    >>> full = np.zeros((4, 4))
+    >>> c.write(0, entries[0], full)
+    >>> full.tolist()
+    [[1.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0], [0.0, 0.0, 3.0, 0.0], [0.0, 0.0, 0.0, 4.0]]
     """
 
     def __init__(self, size):
@@ -79,42 +81,41 @@ class Compression:
         seeds[k] = self.v
         self.seeds = seeds
         # (per output: each entry's column and row, where it is read in the compressed
-        # outputs, and at each seed's entry, v at the column the pattern has there)
+        # outputs, at each seed's entry v at the column the pattern has there, and the
+        # check's tolerance per dtype)
         self._at = []
         for p in self.patterns:
             rows, cols = np.nonzero(p)
             weights = np.zeros((k, p.shape[1]))
             weights[self.colors[rows], cols] = self.v[rows]
-            self._at.append((rows, cols, self.colors[rows] * p.shape[1] + cols, weights))
+            self._at.append((rows, cols, self.colors[rows] * p.shape[1] + cols, weights, {}))
 
     def rebuilt(self, compressed):
-        """The full columns (per output, ``(size, entries)``) from the outputs of a
-        compressed call (per output, ``(seeds, entries)``, the last the check's); None
-        where the check fails (the caller runs the full columns and calls ``learn``)."""
+        """The entries of the pattern (per output, in the order ``write`` takes them) read
+        back from the outputs of a compressed call (per output, ``(seeds, entries)``, the
+        last the check's); None where the check fails (the caller runs the full columns
+        and calls ``learn``)."""
         out = []
-        for c, (rows, cols, src, weights) in zip(compressed, self._at, strict=True):
+        for c, (_, _, src, weights, bounds) in zip(compressed, self._at, strict=True):
             seeded, checked = c[:-1], c[-1]
-            # v applied to the entries read back, and the sum of its terms' sizes: a seed's
-            # entry at a row is one entry of the pattern, weighted by v at its column
-            # (rounding: the two sides of the check sum the same products in other orders)
-            rebuilt = np.einsum("ij,ij->j", seeded, weights)
-            scale = np.einsum("ij,ij->j", np.abs(seeded), np.abs(weights)) + np.abs(checked)
-            if not (np.abs(checked - rebuilt) <= _tolerance(c.dtype) * scale).all():
+            # v applied to the entries read back (a seed's entry at a row is one entry of
+            # the pattern, weighted by v at its column), against the tolerance times the
+            # sum of its terms' sizes: the two sides sum the same products in other orders
+            missed = np.abs(checked - np.einsum("ij,ij->j", seeded, weights))
+            bound = bounds.get(c.dtype)
+            if bound is None:
+                bound = bounds[c.dtype] = np.finfo(c.dtype).eps ** 0.75 * np.abs(weights)
+            if not (missed <= np.einsum("ij,ij->j", np.abs(seeded), bound)).all():
                 self.failures += 1
                 return None
-            # (written entry by entry along its rows: the caller moves the columns' axis
-            # last, which is then a plain copy)
-            full = np.zeros((c.shape[1], self.size), dtype=c.dtype)
-            full[cols, rows] = c.reshape(-1)[src]
-            out.append(full.T)
+            out.append(c.reshape(-1)[src])
         return out
 
-
-def _tolerance(dtype):
-    return _TOLERANCES.get(dtype) or _TOLERANCES.setdefault(dtype, np.finfo(dtype).eps ** 0.75)
-
-
-_TOLERANCES = {}
+    def write(self, i, entries, into):
+        """Write output i's ``entries`` (from ``rebuilt``) into ``into``, zeros of shape
+        ``(its entries, size)``: the columns along the last axis."""
+        rows, cols = self._at[i][:2]
+        into[cols, rows] = entries
 
 
 def _colors(pattern, limit):

@@ -56,6 +56,10 @@ def graph(x, i, j):
     return np.sum(np.sin(x[i] * x[j] ** 2)) + np.sum(x ** 3)
 
 
+def grid(W):
+    return np.sum(W[1:, :] * W[:-1, :] ** 2) + np.sum(np.sin(W[:, 1:] * W[:, :-1]))
+
+
 def linear(x):
     return np.sum(3.0 * x)
 
@@ -285,6 +289,19 @@ def test_blocks_of_a_tuple_wrt_are_compressed_together(monkeypatch):
     monkeypatch.undo()
     for p, H in zip(points, got, strict=True):
         _same(H, _loop(monkeypatch, lambda p=p: h(*p)))
+
+
+def test_a_matrix_parameter_is_compressed_in_its_shape(monkeypatch):
+    # a 6x5 grid whose entries meet their four neighbours: H has shape (6, 5, 6, 5)
+    h = hessian(F.grid)
+    points = [_R.standard_normal((6, 5)) for _ in range(3)]
+    checks = _checks(monkeypatch)
+    got = [h(W) for W in points]
+    assert checks == [True, True]
+    monkeypatch.undo()
+    for W, H in zip(points, got, strict=True):
+        assert H.shape == (6, 5, 6, 5)
+        _same(H, _loop(monkeypatch, lambda W=W: h(W)))
 
 
 def test_float32_hessians_are_compressed_in_their_precision(monkeypatch):
