@@ -224,6 +224,8 @@ class _Flat:
 
 
 def _floating(value) -> bool:
+    if type(value) is np.ndarray:  # (the common case, without making its Kind)
+        return value.dtype.kind == "f"
     k = kinds.kind(value)
     if isinstance(k, kinds.Number):
         return k.type == "float"
@@ -647,7 +649,7 @@ class Jacobian:
 
     def _reverse(self, fun, params, wrt, args, value):
         g = _contracted(fun, len(params))
-        grad = Gradient(g, tuple(params.index(w) for w in wrt), as_tuple=True)
+        grad = _gradient_in(g, tuple(params.index(w) for w in wrt))
         flat = _Flat(params, args, wrt)
         gradient, plain = grad, flat.plain
         given, grad = wrt, flat.calling(grad, flat_out=True)
@@ -763,6 +765,20 @@ def _contracted(fun, n):
     fn, _ = compile_source(source, name, {fun.__name__: fun}, "_np")
     _CONTRACTED[fun] = fn
     return fn
+
+
+# a contracted function (_contracted) -> the positions differentiated -> its Gradient
+_CONTRACTED_GRADIENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _gradient_in(g, positions):
+    """The gradient of the contracted function ``g`` in ``positions``, kept (with its
+    builds per kinds, as any gradient keeps them) from one Jacobian call to the next."""
+    per = _CONTRACTED_GRADIENTS.setdefault(g, {})
+    found = per.get(positions)
+    if found is None:
+        found = per[positions] = Gradient(g, positions, as_tuple=True)
+    return found
 
 
 def _hessian_blocks(gradient, wrt, as_tuple, args, made=None):

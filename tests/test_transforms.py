@@ -319,6 +319,36 @@ def test_a_hessian_called_again_keeps_only_what_the_kinds_of_its_arguments_fix()
     assert len(h._plans) == 2  # (float64 arrays and float32 ones; a number's 1 column loops)
 
 
+def test_a_jacobian_by_rows_called_again_with_other_kinds():
+    # (rows by gradients of <f, u>: the gradient is kept from call to call, built per kinds)
+    m = load("""
+        import numpy as np
+
+        def f(x, A):
+            return A @ np.sin(x)
+
+        def twice(z):
+            return 2.0 * z
+
+        def g(x, A):
+            return twice(A @ np.sin(x))
+    """)
+    rng = np.random.default_rng(3)
+    j, jg = jacobian(m.f), jacobian(m.g)
+    for n, dtype in [(4, np.float64), (4, np.float64), (6, np.float64), (4, np.float32),
+                     (5, np.float64)]:
+        x, A = rng.standard_normal(n).astype(dtype), rng.standard_normal((2, n)).astype(dtype)
+        got = j(x, A)
+        assert got.shape == (2, n) and got.dtype == dtype
+        np.testing.assert_allclose(got, A * np.cos(x), rtol=1e-6)
+        np.testing.assert_allclose(jg(x, A), 2.0 * A * np.cos(x), rtol=1e-6)
+    m.twice = load("""
+        def twice(z):
+            return 3.0 * z
+    """).twice
+    np.testing.assert_allclose(jg(x, A), 3.0 * A * np.cos(x), rtol=1e-12)
+
+
 def test_a_hessian_called_again_with_a_container_where_an_array_was():
     m = load("""
         import numpy as np
