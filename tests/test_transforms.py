@@ -400,6 +400,18 @@ def test_a_hessian_called_again_raises_what_the_function_raises():
     np.testing.assert_allclose(h(np.full(3, 2.0)), 12 * np.eye(3))
 
 
+def test_a_hessian_called_once_copies():
+    # (by the pickle protocol, as pickle does: its plans are not state)
+    import copy
+
+    h, x = hessian(M.vec), np.array([0.3, -1.2, 0.8])
+    H = h(x)
+    for other in (copy.deepcopy(h), copy.copy(h)):
+        assert other._plans == {}
+        np.testing.assert_allclose(other(x), H, rtol=1e-12)
+        np.testing.assert_allclose(other(x), H, rtol=1e-12)
+
+
 def test_a_hessian_called_again_follows_module_data_and_helpers():
     m = load("""
         import numpy as np
