@@ -88,7 +88,7 @@ def _batch_unbroadcast(g, x, like=None):
                     g = np.broadcast_to(_batch_pad(g, len(full)), (k, *full))
                     gs = g.shape[1:]
                 break
-    xs = np.shape(x)
+    xs = x.shape if type(x) is _Shape or type(x) is np.ndarray else np.shape(x)
     if gs == xs:
         return g
     if len(gs) < len(xs):

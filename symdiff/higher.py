@@ -555,6 +555,13 @@ class Jacobian:
         # (_HessianPlan), made by a call that ran the general path and batched all along.
         self._plans: dict = {}
 
+    def __getstate__(self):
+        # (its plans hold compiled programs: a copy, or an unpickled one, makes its own)
+        return {k: v for k, v in self.__dict__.items() if k != "_plans"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _plans={})
+
     def __repr__(self):
         return f"<symdiff jacobian of {getattr(self.fun, '__qualname__', self.fun)} " \
                f"wrt {self.wrt}>"

@@ -50,7 +50,7 @@ def _unbroadcast(g, x, like=None):
                     g = np.broadcast_to(g, full)
                 break
     gs = g.shape if type(g) is np.ndarray else np.shape(g)
-    xs = np.shape(x)
+    xs = x.shape if type(x) is np.ndarray else np.shape(x)
     if gs == xs:
         return g
     lead = len(gs) - len(xs)
@@ -344,7 +344,7 @@ def _shape_of(*values):
 
 def _shape_only(x):
     """``x``'s shape, for a value of which only the shape is needed from here on."""
-    return _Shape(np.shape(x))
+    return _Shape(x.shape if type(x) is np.ndarray else np.shape(x))
 
 
 class _Raising(FloatingPointError):

@@ -382,6 +382,36 @@ def test_a_hessian_called_again_checks_a_value_whose_shape_its_values_fix():
     np.testing.assert_allclose(h(np.full((1, 2), 2.0)), 12 * np.eye(2).reshape(1, 2, 1, 2))
 
 
+def test_a_hessian_called_again_raises_what_the_function_raises():
+    # (without calling the function where its value is a scalar whatever the values, the
+    # repeated call still fails as the function fails: the function's own error)
+    m = load("""
+        import numpy as np
+
+        def f(x):
+            assert x[0] > 0, "x[0] must be positive"
+            return np.sum(x ** 3)
+    """)
+    h = hessian(m.f)
+    for _ in range(2):
+        np.testing.assert_allclose(h(np.ones(3)), 6 * np.eye(3))
+    with pytest.raises(AssertionError, match="x\\[0\\] must be positive"):
+        h(np.array([-1.0, 1.0, 1.0]))
+    np.testing.assert_allclose(h(np.full(3, 2.0)), 12 * np.eye(3))
+
+
+def test_a_hessian_called_once_copies():
+    # (by the pickle protocol, as pickle does: its plans are not state)
+    import copy
+
+    h, x = hessian(M.vec), np.array([0.3, -1.2, 0.8])
+    H = h(x)
+    for other in (copy.deepcopy(h), copy.copy(h)):
+        assert other._plans == {}
+        np.testing.assert_allclose(other(x), H, rtol=1e-12)
+        np.testing.assert_allclose(other(x), H, rtol=1e-12)
+
+
 def test_a_hessian_called_again_follows_module_data_and_helpers():
     m = load("""
         import numpy as np
