@@ -891,12 +891,14 @@ def batched(built, tangents) -> Batched:
     return found
 
 
-def columns(built, args, slot, shape, expect):
+def columns(built, args, slot, shape, expect, into=None):
     """The outputs of the program ``built`` (linear in its parameter at ``slot``) at each
     basis vector of ``shape`` there, the other arguments as given: for each ``(i,
     out_shape)`` of ``expect``, output i with a leading axis of ``size(shape)`` columns (in
     C order), spread to ``out_shape``; None where the program does not batch (the caller
-    runs its column loop).
+    runs its column loop). ``into``: for each of expect, a new array of zeros shaped
+    ``out_shape + shape`` (a Jacobian's block, the columns' axes last), C-contiguous: the
+    columns are written there, and it is returned.
 
     >>> import numpy as np
     >>> from symdiff.higher import tangent_function
@@ -926,13 +928,17 @@ def columns(built, args, slot, shape, expect):
             return None
         entries = known.rebuilt([o.reshape((len(seeds), -1)) for o in out])
         if entries is not None:
-            full = []
-            for i, (o, (_, s)) in enumerate(zip(out, expect, strict=True)):
-                # (the columns' axis last in memory: the caller moves it there, a copy)
-                block = np.zeros((math.prod(s), size), dtype=o.dtype)
+            if into is None:
+                into = [np.zeros((*s, *shape), dtype=o.dtype)
+                        for o, (_, s) in zip(out, expect, strict=True)]
+                for i, block in enumerate(into):
+                    known.write(i, entries[i], block)
+                # (a view with the columns' axis first)
+                return [b.reshape((-1, size)).T.reshape((size, *s))
+                        for b, (_, s) in zip(into, expect, strict=True)]
+            for i, block in enumerate(into):
                 known.write(i, entries[i], block)
-                full.append(block.T.reshape((size, *s)))
-            return full
+            return into
         # (an entry outside the pattern: this call runs every column, and the pattern grows)
 
     def identity(start, stop):
@@ -947,7 +953,12 @@ def columns(built, args, slot, shape, expect):
         if known is None:
             known = found.compressions[key] = sparsity.Compression(size)
         known.learn([o.reshape((size, -1)) for o in out])
-    return out
+    if out is None or into is None:
+        return out
+    for block, o in zip(into, out, strict=True):
+        view = block.reshape((*o.shape[1:], size))
+        view[...] = o.transpose((*range(1, o.ndim), 0))  # (np.moveaxis: slower)
+    return into
 
 
 def _run(found, column, args, slot, shape, m, rows):

@@ -638,10 +638,9 @@ class Jacobian:
             slot = len(args) + along.index(w)
             # (All columns from one call of the program batched over them, where it takes
             # these arguments as they are: not a container's leaves.)
-            found = plain and program.ready() and batch.columns(
-                program.built, (*args, *zeros), slot, np.shape(x), [(1, np.shape(value))])
-            if found:
-                _place(block, found[0])
+            if plain and program.ready() and batch.columns(
+                    program.built, (*args, *zeros), slot, np.shape(x), [(1, np.shape(value))],
+                    into=[block]):
                 blocks.append(block)
                 continue
             for j in np.ndindex(*np.shape(x)):
@@ -823,11 +822,9 @@ def _hessian_blocks(gradient, wrt, as_tuple, args, made=None):
                                     _precision(args, params, (*outer, *inner)))
         full = (*args[:n], *zeros)
         built = plain and tf.ready() and _specialised(program.gradient, full)
-        found = built and batch.columns(built, full, n + k, np.shape(xb), [
-            (i, np.shape(args[params.index(a)])) for i, a in enumerate(outer)])
-        if found:
-            for a, c in zip(outer, found, strict=True):
-                _place(blocks[a, b], c)
+        if built and batch.columns(built, full, n + k, np.shape(xb), [
+                (i, np.shape(args[params.index(a)])) for i, a in enumerate(outer)],
+                into=[blocks[a, b] for a in outer]):
             continue
         batched = False
         for j in np.ndindex(*np.shape(xb)):
@@ -873,13 +870,12 @@ class _HessianPlan:
         blocks = {}
         for k, b in enumerate(self.along):
             shape = np.shape(args[b])
-            found = batch.columns(self.spec.built, full, n + k, shape, [
-                (i, np.shape(args[a])) for i, a in enumerate(self.outer)])
-            if not found:
+            into = [np.zeros(np.shape(args[a]) + shape, self.precision) for a in self.outer]
+            if not batch.columns(self.spec.built, full, n + k, shape, [
+                    (i, np.shape(args[a])) for i, a in enumerate(self.outer)], into=into):
                 return None
-            for a, c in zip(self.outer, found, strict=True):
-                blocks[a, b] = block = np.empty(np.shape(args[a]) + shape, self.precision)
-                _place(block, c)
+            for a, block in zip(self.outer, into, strict=True):
+                blocks[a, b] = block
         rows = [tuple(blocks[a, b] for b in self.inner) if self.as_tuple else
                 blocks[a, self.inner[0]] for a in self.outer]
         return tuple(rows) if self.outer_tuple else rows[0]
@@ -901,14 +897,6 @@ def _specialised(gradient, args):
     (not one that widens the arguments first); else None."""
     spec = gradient._spec(args, {})
     return spec.built if spec.raw is None and spec.ready() else None
-
-
-def _place(block, columns):
-    """Write the columns (a leading axis of them, one per entry of the block's trailing
-    axes, each of the block's leading shape) into ``block``: its ``[..., j]`` is column
-    j. (The block is a new contiguous array: its reshape is a view.)"""
-    view = block.reshape((*columns.shape[1:], columns.shape[0]))
-    view[...] = columns.transpose((*range(1, columns.ndim), 0))  # (np.moveaxis: slower)
 
 
 def _precision(args, params, names):

@@ -81,14 +81,15 @@ class Compression:
         seeds[k] = self.v
         self.seeds = seeds
         # (per output: each entry's column and row, where it is read in the compressed
-        # outputs, at each seed's entry v at the column the pattern has there, and the
-        # check's tolerance per dtype)
+        # outputs, at each seed's entry v at the column the pattern has there, the
+        # check's tolerance per dtype, and where the entry is written in a block)
         self._at = []
         for p in self.patterns:
             rows, cols = np.nonzero(p)
             weights = np.zeros((k, p.shape[1]))
             weights[self.colors[rows], cols] = self.v[rows]
-            self._at.append((rows, cols, self.colors[rows] * p.shape[1] + cols, weights, {}))
+            self._at.append((rows, cols, self.colors[rows] * p.shape[1] + cols, weights, {},
+                             cols * self.size + rows))
 
     def rebuilt(self, compressed):
         """The entries of the pattern (per output, in the order ``write`` takes them) read
@@ -96,7 +97,7 @@ class Compression:
         last the check's); None where the check fails (the caller runs the full columns
         and calls ``learn``)."""
         out = []
-        for c, (_, _, src, weights, bounds) in zip(compressed, self._at, strict=True):
+        for c, (_, _, src, weights, bounds, _) in zip(compressed, self._at, strict=True):
             seeded, checked = c[:-1], c[-1]
             # v applied to the entries read back (a seed's entry at a row is one entry of
             # the pattern, weighted by v at its column), against the tolerance times the
@@ -112,10 +113,9 @@ class Compression:
         return out
 
     def write(self, i, entries, into):
-        """Write output i's ``entries`` (from ``rebuilt``) into ``into``, zeros of shape
-        ``(its entries, size)``: the columns along the last axis."""
-        rows, cols = self._at[i][:2]
-        into[cols, rows] = entries
+        """Write output i's ``entries`` (from ``rebuilt``) into ``into``: C-contiguous
+        zeros of its entries' shape, then the columns' (the columns along the last axes)."""
+        into.reshape(-1)[self._at[i][5]] = entries
 
 
 def _colors(pattern, limit):
