@@ -837,13 +837,13 @@ class Batched:
 
     def run(self, column, batch):
         """The program's outputs, each with a leading axis of the columns, for the
-        arguments ``batch`` (the tangents batched); ``column``: one column's arguments,
-        for the probe. None: run the column loop instead."""
+        arguments ``batch`` (the tangents batched); ``column()``: one column's arguments,
+        for a probe (made only where one runs). None: run the column loop instead."""
         if self.reason is not None:
             return None
         try:
             if self.fn is None:
-                self._build(column)
+                self._build(column())
                 if self.fn is None:
                     return None
             for name, _ in self.built.refresh:  # (read afresh by built.ready())
@@ -856,7 +856,7 @@ class Batched:
             except _Unprobed:
                 if self.builds >= 4:
                     return None
-                self._build(column)
+                self._build(column())
                 if self.fn is None:
                     return None
                 out = self.fn(*batch)
@@ -915,18 +915,20 @@ def columns(built, args, slot, shape, expect, into=None):
     found = batched(built, (_params(built)[slot],))
     if found.reason is not None:
         return None
-    first = np.zeros(shape)
-    first.flat[:1] = 1.0
-    column = (*args[:slot], first, *args[slot + 1:])
-    key = (shape, tuple(expect))
+
+    def column():
+        first = np.zeros(shape)
+        first.flat[:1] = 1.0
+        return (*args[:slot], first, *args[slot + 1:])
+
+    key = (shape, *expect)
     known = found.compressions.get(key)
     if SPARSE and known is not None and known.seeds is not None:
-        seeds = known.seeds
-        out = _fitted(_run(found, column, args, slot, shape, len(seeds),
-                           lambda a, b: seeds[a:b].reshape((b - a, *shape))), expect, len(seeds))
+        m = len(known.seeds)
+        out = _fitted(_run(found, column, args, slot, shape, m, known.tangents), expect, m)
         if out is None:
             return None
-        entries = known.rebuilt([o.reshape((len(seeds), -1)) for o in out])
+        entries = known.rebuilt([o.reshape((m, -1)) for o in out])
         if entries is not None:
             if into is None:
                 into = [np.zeros((*s, *shape), dtype=o.dtype)
@@ -951,7 +953,7 @@ def columns(built, args, slot, shape, expect, into=None):
     out = _fitted(_run(found, column, args, slot, shape, size, identity), expect, size)
     if out is not None and SPARSE and size >= 2 * MIN_COLUMNS:
         if known is None:
-            known = found.compressions[key] = sparsity.Compression(size)
+            known = found.compressions[key] = sparsity.Compression(shape)
         known.learn([o.reshape((size, -1)) for o in out])
     if out is None or into is None:
         return out
@@ -965,9 +967,11 @@ def _run(found, column, args, slot, shape, m, rows):
     """The batched program's outputs along m tangents, ``rows(start, stop)`` giving them
     (``(stop - start, *shape)``) in chunks, so that a batch takes memory of the order of
     _MEMORY floats per entry of the largest argument, not a full identity of a large
-    parameter; None where the program does not batch."""
-    scale = max([np.size(a) for a in args if isinstance(a, np.ndarray)] + [math.prod(shape), 1])
+    parameter; None where the program does not batch. ``column``: as ``Batched.run``."""
+    scale = max([a.size for a in args if type(a) is np.ndarray] + [math.prod(shape), 1])
     step = max(1, _MEMORY // scale)
+    if m <= step:
+        return found.run(column, (*args[:slot], rows(0, m), *args[slot + 1:]))
     parts = []
     for start in range(0, m, step):
         stop = min(m, start + step)
@@ -975,8 +979,7 @@ def _run(found, column, args, slot, shape, m, rows):
         if out is None:
             return None
         parts.append(out)
-    return parts[0] if len(parts) == 1 else tuple(
-        np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
 
 
 def _fitted(out, expect, m):

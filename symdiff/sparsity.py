@@ -20,6 +20,8 @@ not compressed again.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 _add = np.add.reduce  # (the sums over the seeds: no Python wrapper on the way)
@@ -32,7 +34,7 @@ class Compression:
     needed: no pattern yet, or one that would not save runs).
 
     >>> import numpy as np
-    >>> c = Compression(4)
+    >>> c = Compression((4,))
     >>> c.learn([np.diag([1.0, 2.0, 3.0, 4.0])])
     >>> c.seeds.shape  # (one seed for all four columns, and the check's direction)
     (2, 4)
@@ -43,8 +45,9 @@ class Compression:
     [[1.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0], [0.0, 0.0, 3.0, 0.0], [0.0, 0.0, 0.0, 4.0]]
     """
 
-    def __init__(self, size):
-        self.size = size
+    def __init__(self, shape):
+        self.shape = shape
+        self.size = size = math.prod(shape)
         self.patterns = None  # per output: (size, its entries), True where nonzero
         self.colors = None
         self.seeds = None
@@ -81,6 +84,7 @@ class Compression:
         seeds[self.colors, np.arange(self.size)] = 1.0
         seeds[k] = self.v
         self.seeds = seeds
+        self._tangents = seeds.reshape((k + 1, *self.shape))
         # (per output: each entry's column and row, where it is read in the compressed
         # outputs, at each seed's entry v at the column the pattern has there, the
         # check's tolerance per dtype, and where the entry is written in a block)
@@ -91,6 +95,10 @@ class Compression:
             weights[self.colors[rows], cols] = self.v[rows]
             self._at.append((rows, cols, self.colors[rows] * p.shape[1] + cols, weights, {},
                              cols * self.size + rows))
+
+    def tangents(self, start, stop):
+        """Seeds start to stop, shaped as the parameter they are tangents of."""
+        return self._tangents[start:stop]
 
     def rebuilt(self, compressed):
         """The entries of the pattern (per output, in the order ``write`` takes them) read

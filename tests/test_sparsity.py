@@ -267,7 +267,7 @@ def test_infinite_entries_run_every_column(monkeypatch):
 
 def test_a_check_that_keeps_failing_ends_the_compression():
     # (a pattern the check never confirms, as rounding far above the tolerance would)
-    known = sparsity.Compression(8)
+    known = sparsity.Compression((8,))
     diagonal = np.eye(8)
     known.learn([diagonal])
     for _ in range(sparsity._FAILURES):
