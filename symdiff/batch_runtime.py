@@ -122,7 +122,7 @@ def _batch_scatter(g, x, index):
             out = np.empty(shape, dtype=dtype)
             if start:
                 out[:, :start] = 0.0
-            out[:, start:stop] = _batch_pad(g, len(shape) - 1)
+            out[:, start:stop] = g if g.ndim == len(shape) else _batch_pad(g, len(shape) - 1)
             if stop < shape[1]:
                 out[:, max(start, stop):] = 0.0
             return out
@@ -144,6 +144,10 @@ def _batch_scatter_add(acc, g, x, index):
     if runtime._own(acc) and acc.shape == (g.shape[0], *np.shape(x)) and (
             acc.dtype == g.dtype == np.float64 or
             acc.dtype == np.result_type(acc, g, np.float64)):
+        if type(index) is tuple and len(index) == 1 and type(index[0]) is slice and acc.ndim > 1 \
+                and g.ndim == acc.ndim:
+            acc[:, index[0]] += g  # (x[1:] of a vector or a row of slices: the commonest)
+            return acc
         if type(index) is tuple and len(index) < acc.ndim and all(
                 type(i) is slice for i in index):
             # (slices alone, x[1:]: g's axes are x's, behind the batch axis; no index
