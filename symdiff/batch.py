@@ -682,6 +682,14 @@ class _Program:
             if any(b for i, b in enumerate(batched) if i and i not in positions) or \
                     not batched[0]:
                 raise Unbatchable(f"{name} of these arguments")
+            if fn is _R._unbroadcast and len(args) == 3 and isinstance(args[2], ast.Tuple):
+                # (the operands whose shapes g is broadcast to: the batched ones given as
+                # they are, with a flag, not through _batch_logical's view of a column)
+                like = args[2].elts
+                flags = [self.is_batched(e) for e in like]
+                return _call("_batch_unbroadcast", shaped[0], shaped[1], ast.Tuple(
+                    [e if f else self._shaped(e) for e, f in zip(like, flags, strict=True)],
+                    ast.Load()), ast.Tuple([_const(f) for f in flags], ast.Load()))
             return _call(_COUNTERPARTS[fn], *shaped)
         if fn is _R._fit:  # (a new array, or a view the caller copies: copy= is moot)
             return _call("_batch_fit", *shaped[:2], _name(self.k))

@@ -74,15 +74,22 @@ def _contiguous(index):
             raise Unbatchable("advanced indices that are not adjacent")
 
 
-def _batch_unbroadcast(g, x, like=None):
-    """``_unbroadcast`` of a batched adjoint ``g`` (x and like: logical shapes)."""
+def _batch_unbroadcast(g, x, like=None, batched=None):
+    """``_unbroadcast`` of a batched adjoint ``g`` (x and like: logical shapes; where
+    ``batched`` flags like's entries, those are batched values, read for their columns'
+    shape)."""
     k = g.shape[0]
     gs = g.shape[1:]
     if like is not None:
         # (operands all of g's shape, the common case, broadcast to it: without NumPy's
         # shape machinery, as _unbroadcast)
-        for v in like or (None,):
-            if getattr(v, "shape", None) != gs:
+        for v, b in zip(like or (None,), batched or (False,) * max(len(like), 1),
+                        strict=True):
+            if (v.shape[1:] if b and type(v) is np.ndarray else
+                    None if b else getattr(v, "shape", None)) != gs:
+                if batched is not None:
+                    like = [_batch_logical(v) if b else v
+                            for v, b in zip(like, batched, strict=True)]
                 full = np.broadcast_shapes(*map(np.shape, like))
                 if gs != full:
                     g = np.broadcast_to(_batch_pad(g, len(full)), (k, *full))
