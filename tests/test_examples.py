@@ -913,6 +913,38 @@ def test_newton_laplace_main_converges_quadratically(capsys):
     assert float(out.split("direct solve by")[1]) < 1e-10
 
 
+# --- newton_sparse.py ---
+
+
+def test_newton_sparse_hessian_is_the_tridiagonal_formula(monkeypatch):
+    from symdiff import sparsity
+
+    mod = example("newton_sparse")
+    checks = []
+    rebuilt = sparsity.Compression.rebuilt
+
+    def recorded(self, compressed):
+        out = rebuilt(self, compressed)
+        checks.append((out is not None, len(self.seeds)))
+        return out
+
+    monkeypatch.setattr(sparsity.Compression, "rebuilt", recorded)
+    rng = np.random.default_rng(6)
+    H, h, load = mod["hessian"](mod["energy"]), 1.0 / 31, rng.normal(size=30)
+    for _ in range(3):  # (the first call runs every column; the next two, 3 and a check)
+        u = rng.normal(size=30)
+        assert_close(H(u, load, h), mod["hessian_by_hand"](u, h), 1e-12, 1e-9)
+    assert checks == [(True, 4), (True, 4)]
+
+
+def test_newton_sparse_main_converges_quadratically(capsys):
+    mod, (u, gap), out = run_main("newton_sparse", capsys, ["--points", "60"])
+    norms = [float(line.split()[-1]) for line in out.splitlines() if line.startswith("step")]
+    assert norms[-1] < 1e-9 and norms[-1] < norms[-2] ** 1.5
+    assert gap < 1e-9 and u.max() > 0
+    assert "from compressed columns" in out.splitlines()[-1]
+
+
 # --- dask_logistic.py ---
 
 
