@@ -931,10 +931,10 @@ def test_newton_sparse_hessian_is_the_tridiagonal_formula(monkeypatch):
     monkeypatch.setattr(sparsity.Compression, "rebuilt", recorded)
     rng = np.random.default_rng(6)
     H, h, load = mod["hessian"](mod["energy"]), 1.0 / 31, rng.normal(size=30)
-    for _ in range(3):  # (the first call runs every column; the next two, 3 and a check)
+    for _ in range(3):  # (the first call runs every column; the next two, 3 and 2 checks)
         u = rng.normal(size=30)
         assert_close(H(u, load, h), mod["hessian_by_hand"](u, h), 1e-12, 1e-9)
-    assert checks == [(True, 4), (True, 4)]
+    assert checks == [(True, 5), (True, 5)]
 
 
 def test_newton_sparse_main_converges_quadratically(capsys):
