@@ -8,7 +8,7 @@ Cases (issue 14's "Performance"):
   ``autograd.hessian(f)`` and the Hessian written by hand (Rosenbrock's tridiagonal formula;
   ``X.T @ (p (1 - p) X)`` for the NLL); target: within 2x of JAX's time. Rosenbrock's
   Hessian is tridiagonal: after the first call symdiff runs it from 3 compressed columns
-  and a check column (symdiff/sparsity.py); it is also timed with every column run
+  and two check columns (symdiff/sparsity.py); it is also timed with every column run
   (batch.SPARSE off), as a dense Hessian would be, and at n=1000. autograd is timed apart
   from the others (they get the rounds of a fast case);
 - a Hessian-vector product on compare.py's tanh MLP (X 20000x100, 64 hidden) along all three

@@ -7,7 +7,7 @@ Each strain involves two neighbouring unknowns, so the Hessian is tridiagonal.
 
 - ``hessian(energy)`` learns that pattern from the columns of its first call; after that
   it runs three compressed columns (columns with no nonzero row in common run as one) and
-  one check column along a random direction, which would catch an entry outside the
+  two check columns along random directions, which would catch an entry outside the
   pattern, and reads every entry back: Curtis, Powell and Reid's compression.
 - Newton's method converges quadratically (the gradient norms printed lose their digits
   twice as fast at each step); the Hessian is checked against its formula,
