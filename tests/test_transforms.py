@@ -413,26 +413,13 @@ def test_a_hessian_called_once_copies():
 
 
 def test_a_hessian_called_again_follows_module_data_and_helpers():
-    m = load("""
-        import numpy as np
-
-        W = np.array([1.0, 2.0, 3.0])
-
-        def cube(z):
-            return z ** 3
-
-        def f(x):
-            return np.sum(W * cube(x))
-    """)
+    m = _weighted_cubes()
     h, x = hessian(m.f), np.array([0.5, -1.0, 2.0])
     for _ in range(2):
         np.testing.assert_allclose(h(x), np.diag(6 * m.W * x))
     m.W = np.array([5.0, -1.0, 0.5])
     np.testing.assert_allclose(h(x), np.diag(6 * m.W * x))
-    m.cube = load("""
-        def cube(z):
-            return z ** 4
-    """).cube
+    m.cube = _quartic()
     np.testing.assert_allclose(h(x), np.diag(12 * m.W * x ** 2))
     np.testing.assert_allclose(h(x), np.diag(12 * m.W * x ** 2))
 
@@ -709,8 +696,10 @@ def test_stop_gradient_is_kept_in_a_jvp():
 
 # --- what a kept transformation follows, and calls as Python makes them ---
 
-def test_a_kept_second_derivative_follows_module_data_and_helpers():
-    m = load("""
+
+def _weighted_cubes():
+    """A module whose f reads module data W and a helper cube, both replaced by the tests."""
+    return load("""
         import numpy as np
 
         W = np.array([1.0, 2.0, 3.0])
@@ -721,14 +710,22 @@ def test_a_kept_second_derivative_follows_module_data_and_helpers():
         def f(x):
             return np.sum(W * cube(x))
     """)
+
+
+def _quartic():
+    return load("""
+        def cube(z):
+            return z ** 4
+    """).cube
+
+
+def test_a_kept_second_derivative_follows_module_data_and_helpers():
+    m = _weighted_cubes()
     h = grad(grad(m.f))
     assert h(0.5) == pytest.approx(18.0)  # 6 * 0.5 * 6
     m.W = np.array([5.0, -1.0, 0.5])
     assert h(0.5) == pytest.approx(13.5)
-    m.cube = load("""
-        def cube(z):
-            return z ** 4
-    """).cube
+    m.cube = _quartic()
     assert h(0.5) == pytest.approx(4.5 * 12 * 0.25)
 
 
