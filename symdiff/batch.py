@@ -938,17 +938,16 @@ def columns(built, args, slot, shape, expect, into=None):
             return None
         entries = known.rebuilt([o.reshape((m, -1)) for o in out])
         if entries is not None:
-            if into is None:
-                into = [np.zeros((*s, *shape), dtype=o.dtype)
-                        for o, (_, s) in zip(out, expect, strict=True)]
-                for i, block in enumerate(into):
-                    known.write(i, entries[i], block)
-                # (a view with the columns' axis first)
-                return [b.reshape((-1, size)).T.reshape((size, *s))
-                        for b, (_, s) in zip(into, expect, strict=True)]
-            for i, block in enumerate(into):
+            blocks = into if into is not None else [
+                np.zeros((*s, *shape), dtype=o.dtype) for o, (_, s) in zip(out, expect,
+                                                                            strict=True)]
+            for i, block in enumerate(blocks):
                 known.write(i, entries[i], block)
-            return into
+            if into is not None:
+                return into
+            # (views with the columns' axis first)
+            return [b.reshape((-1, size)).T.reshape((size, *s))
+                    for b, (_, s) in zip(blocks, expect, strict=True)]
         # (an entry outside the pattern: this call runs every column, and the pattern grows)
 
     def identity(start, stop):
@@ -959,7 +958,7 @@ def columns(built, args, slot, shape, expect, into=None):
         return basis.reshape((stop - start, *shape))
 
     out = _fitted(_run(found, column, args, slot, shape, size, identity), expect, size)
-    if out is not None and SPARSE and size >= 2 * MIN_COLUMNS:
+    if out is not None and SPARSE:
         if known is None:
             known = found.compressions[key] = sparsity.Compression(shape)
         known.learn([o.reshape((size, -1)) for o in out])
