@@ -7,6 +7,7 @@ central differences of the function along it; each second derivative against cen
 differences of the (first-order, separately tested) gradient; JAX where installed.
 """
 
+import types
 from functools import partial
 
 import numpy as np
@@ -1032,35 +1033,22 @@ def test_grad_in_a_container_of_a_derivative_in_a_scalar(p):
         np.testing.assert_allclose(got_leaf, expected, rtol=1e-5, atol=1e-6)
 
 
+def _in_jax(f, jnp):
+    """f's own code with np read as jax.numpy: the JAX reference of a corpus function (a
+    list summed as NumPy sums it, where jnp.sum takes arrays alone)."""
+    shim = types.SimpleNamespace(**{k: getattr(jnp, k) for k in dir(jnp) if not
+                                    k.startswith("_")})
+    shim.sum = lambda a, *args, **kwargs: jnp.sum(jnp.asarray(a), *args, **kwargs)
+    return types.FunctionType(f.__code__, {**f.__globals__, "np": shim}, f.__name__)
+
+
 def test_transformations_of_containers_against_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
     jnp = jax.numpy
 
-    def dense(params, X):
-        W, b = params["W"], params["b"]
-        return jnp.sum(jnp.tanh(X @ W + b) ** 2) * params["scale"]
-
-    def layers(ws, x):
-        h = x
-        for W, b in ws:
-            h = jnp.tanh(W @ h + b)
-        return jnp.sum(h ** 2)
-
-    def pair(p, x):
-        a, s = p
-        return jnp.sum(jnp.sin(a * x)) * s ** 3
-
-    def nested(p, x):
-        return jnp.sum(p["a"][0] * x) ** 2 * p["a"][1]["k"] + jnp.sum(jnp.asarray(p["c"])) * \
-            jnp.sum(x ** 3)
-
-    def wide(p, x):
-        return jnp.tanh(p["W"] @ x) * p["s"]
-
-    def scaled(p, s):
-        return jnp.sum(jnp.sin(p["W"] * s)) * p["b"] ** 2 * s + \
-            jnp.sum(p["v"][0] * p["v"][1]) * s ** 2
+    dense, layers, pair, nested, wide, scaled = (_in_jax(getattr(TREES, name), jnp) for name in (
+        "dense", "layers", "pair", "nested", "wide", "scaled"))
 
     def same(ours, theirs):
         # JAX's structure, nested as JAX nests it, then each leaf's value
